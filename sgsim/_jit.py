@@ -1,0 +1,66 @@
+"""The one place that decides how sgsim compiles its kernels.
+
+Every compiled function in sgsim is decorated with :func:`jit` (never with a bare
+``numba.njit``), so compilation flags live here and nowhere else. Two environment
+variables are read once, at import:
+
+``SGSIM_JIT_CACHE``
+    ``1`` (default) caches compiled targets on disk. Kernels that receive a compiled
+    gradient as an argument cannot be cached by numba and are compiled once per process
+    whatever this says.
+``SGSIM_FASTMATH``
+    ``0`` (default). ``fastmath`` changed nothing measurable on these kernels and would
+    allow reassociation that breaks bit-reproducibility across builds.
+
+``NUMBA_DISABLE_JIT=1`` is honoured: every function then runs as plain Python, which
+the test-suite uses once so that coverage sees the kernels.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numba
+
+__all__ = ["jit", "is_compiled", "JIT_DISABLED"]
+
+_CACHE = os.environ.get("SGSIM_JIT_CACHE", "1") != "0"
+_FASTMATH = os.environ.get("SGSIM_FASTMATH", "0") == "1"
+JIT_DISABLED = bool(numba.config.DISABLE_JIT)
+
+
+def jit(func=None, *, cache: bool | None = None, inline: bool = False):
+    """Compile ``func`` in nopython mode, releasing the GIL, with sgsim's flags.
+
+    Parameters
+    ----------
+    func : callable, optional
+        The function to compile. When omitted, a decorator is returned.
+    cache : bool, optional
+        Override the on-disk cache for this function (``False`` for kernels that take
+        compiled functions as arguments, which numba cannot cache).
+    """
+    options = dict(
+        nogil=True,
+        cache=_CACHE if cache is None else (cache and _CACHE),
+        fastmath=_FASTMATH,
+        error_model="numpy",
+    )
+    if inline:
+        options["inline"] = "always"
+    if func is None:
+        return lambda f: numba.njit(**options)(f)
+    return numba.njit(**options)(func)
+
+
+def is_compiled(func) -> bool:
+    """Whether ``func`` is a numba-compiled function that a kernel can call.
+
+    With ``NUMBA_DISABLE_JIT=1`` every plain callable is accepted, since nothing is
+    compiled then.
+    """
+    if JIT_DISABLED:
+        return callable(func)
+    from numba.core.registry import CPUDispatcher
+
+    return isinstance(func, CPUDispatcher)

@@ -1,0 +1,225 @@
+"""Diagnostics: mode coverage, moment errors, ESS and R-hat (through ArviZ), cycle weights.
+
+Nothing here runs a sampler: every function takes draws (arrays or InferenceData).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special, stats
+
+from ._validate import integer, positive_float
+
+__all__ = [
+    "mode_counts",
+    "mode_coverage",
+    "ball_probability",
+    "expected_mode_coverage",
+    "moment_errors",
+    "ess",
+    "rhat",
+    "cycle_weights",
+    "draws_array",
+]
+
+
+def draws_array(draws, var_name: str = "theta") -> np.ndarray:
+    """Return draws as an array of shape ``(chain, draw, d)``.
+
+    Accepts an InferenceData from :func:`sgsim.sample`, or an array of shape
+    ``(n, d)`` (taken as one chain) or ``(chain, draw, d)``.
+    """
+    if hasattr(draws, "posterior"):
+        return np.asarray(draws.posterior[var_name].values, dtype=np.float64)
+    arr = np.asarray(draws, dtype=np.float64)
+    if arr.ndim == 2:
+        return arr[None]
+    if arr.ndim != 3:
+        raise ValueError(f"draws must have shape (n, d) or (chain, draw, d), got {arr.shape}")
+    return arr
+
+
+def _pooled(draws) -> np.ndarray:
+    arr = draws_array(draws)
+    arr = arr.reshape(-1, arr.shape[-1])
+    return arr[np.all(np.isfinite(arr), axis=1)]
+
+
+def mode_counts(draws, centres, radius: float = 0.25) -> np.ndarray:
+    """Number of draws within ``radius`` of each centre (all chains pooled).
+
+    Parameters
+    ----------
+    draws : InferenceData or array_like
+        See :func:`draws_array`.
+    centres : array_like, shape (n_modes, d)
+        Mode centres.
+    radius : float
+        Ball radius ``r > 0``.
+    """
+    radius = positive_float("radius", radius)
+    x = _pooled(draws)
+    centres = np.asarray(centres, dtype=np.float64)
+    if centres.ndim != 2 or centres.shape[1] != x.shape[1]:
+        raise ValueError(f"centres must have shape (n_modes, {x.shape[1]}), got {centres.shape}")
+    counts = np.zeros(centres.shape[0], dtype=np.int64)
+    block = 200_000
+    for start in range(0, x.shape[0], block):
+        chunk = x[start : start + block]
+        d2 = ((chunk[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
+        counts += (d2 < radius**2).sum(0)
+    return counts
+
+
+def mode_coverage(draws, centres, radius: float = 0.25, threshold: int = 100) -> int:
+    """The mode-coverage metric of [cSG] App. A.1 (Table 4).
+
+    A mode is covered when more than ``threshold`` draws (``n-bar``, 100 in the paper)
+    lie within ``radius`` (``r``, 0.25) of its centre. Draws of all chains are pooled, as
+    in the paper's parallel setting.
+
+    Returns
+    -------
+    int
+        The number of covered modes.
+    """
+    threshold = integer("threshold", threshold, low=0)
+    return int(np.sum(mode_counts(draws, centres, radius) > threshold))
+
+
+def ball_probability(radius: float, sd: float, dim: int = 2) -> float:
+    """``P(|x - mu| < r)`` for ``x ~ N(mu, sd^2 I_dim)``: the chi-square CDF at ``(r/sd)^2``.
+
+    In 2-D this is ``1 - exp(-r^2 / (2 sd^2))``: 0.64713 for ``r = 0.25``, ``sd^2 = 0.03``
+    (THEORY B1).
+    """
+    radius = positive_float("radius", radius)
+    sd = positive_float("sd", sd)
+    dim = integer("dim", dim, low=1)
+    return float(stats.chi2.cdf((radius / sd) ** 2, dim))
+
+
+def expected_mode_coverage(
+    n_draws: int, n_modes: int, ball_prob: float, threshold: int = 100
+) -> tuple[float, float]:
+    """Mean and standard deviation of the mode coverage of ``n_draws`` exact iid draws.
+
+    For an equal-weight mixture with well separated modes each mode's count is
+    ``Binomial(n, p/n_modes)`` with ``p`` the ball probability (THEORY B1); the counts
+    are multinomial, and the standard deviation accounts for their negative correlation.
+    On the 25-Gaussian mixture the mean is 0.00 at n = 2500, 24.90 at 5000, 25.00 at 50000.
+
+    Returns
+    -------
+    mean, sd : float
+    """
+    n = integer("n_draws", n_draws, low=0)
+    k = integer("n_modes", n_modes, low=1)
+    t = integer("threshold", threshold, low=0)
+    q = float(ball_prob) / k
+    if not 0 <= q <= 1:
+        raise ValueError(f"ball_prob must lie in [0, 1], got {ball_prob}")
+    p_cov = float(stats.binom.sf(t, n, q))
+    # P(both of two modes covered), by summing over one mode's count
+    if k > 1:
+        j = np.arange(t + 1, n + 1)
+        pj = stats.binom.pmf(j, n, q)
+        rest = np.maximum(n - j, 0)
+        q2 = q / (1.0 - q) if q < 1 else 0.0
+        p_both = float(np.sum(pj * stats.binom.sf(t, rest, q2)))
+    else:
+        p_both = p_cov
+    mean = k * p_cov
+    var = k * p_cov * (1 - p_cov) + k * (k - 1) * (p_both - p_cov**2)
+    return mean, float(np.sqrt(max(var, 0.0)))
+
+
+def moment_errors(draws, target) -> dict:
+    """Errors of the pooled first and second moments against the target's exact ones.
+
+    Returns
+    -------
+    dict
+        ``mean_error`` (Euclidean norm of ``mean_hat - E x``), ``second_moment_error``
+        (max abs entry of ``E_hat[x x^T] - E[x x^T]``), and the estimates themselves.
+    """
+    if target.mean is None or target.second_moment is None:
+        raise ValueError(f"target {target.name!r} has no exact moments")
+    x = _pooled(draws)
+    mean = x.mean(0)
+    second = x.T @ x / x.shape[0]
+    return {
+        "mean": mean,
+        "second_moment": second,
+        "mean_error": float(np.linalg.norm(mean - target.mean)),
+        "second_moment_error": float(np.max(np.abs(second - target.second_moment))),
+    }
+
+
+def _dataset(draws, var_name="theta"):
+    import arviz as az
+
+    if hasattr(draws, "posterior"):
+        return draws
+    arr = draws_array(draws, var_name)
+    return az.from_dict(posterior={var_name: arr}, dims={var_name: ["dim"]})
+
+
+def ess(draws, method: str = "bulk", var_name: str = "theta") -> np.ndarray:
+    """Effective sample size per dimension, computed by :func:`arviz.ess`."""
+    import arviz as az
+
+    out = az.ess(_dataset(draws, var_name), var_names=[var_name], method=method)
+    return np.asarray(out[var_name].values)
+
+
+def rhat(draws, var_name: str = "theta") -> np.ndarray:
+    """Rank-normalised split R-hat per dimension, computed by :func:`arviz.rhat`."""
+    import arviz as az
+
+    out = az.rhat(_dataset(draws, var_name), var_names=[var_name])
+    return np.asarray(out[var_name].values)
+
+
+def cycle_weights(log_likelihood, cycle, method: str = "harmonic") -> np.ndarray:
+    """Weights ``w_m`` for combining cycles, [cSG] §3.3 eq. 4.
+
+    ``harmonic``: ``w_m ∝ [ (1/K_m) sum_j 1/p(D|theta_j^(m)) ]^(-1)``, the harmonic mean of
+    the likelihood over cycle ``m``'s draws, computed in log space as
+    ``log K_m - logsumexp_j(-log p(D|theta_j))`` and normalised. ``equal``: ``1/M`` each,
+    the paper's practice for deep networks.
+
+    Caveat (THEORY A4, derived there and checked numerically): for exact draws from the
+    sub-posterior of a region ``Theta_m``, ``E[1/p(D|theta)] = Pi(Theta_m) / (w_m p(D))`` with
+    ``Pi`` the *prior*; the normalised harmonic-mean weights therefore estimate
+    ``w_m / Pi(Theta_m)`` (renormalised), not ``w_m``, and agree only when every region has
+    the same prior mass. The estimator can also have infinite variance. For the synthetic
+    targets there is no likelihood/prior split: pass the log density as the "likelihood"
+    (a flat prior), and the weights are meaningful only for regions of equal volume.
+
+    Parameters
+    ----------
+    log_likelihood : array_like
+        ``log p(D|theta)`` of each draw (any shape; flattened together with ``cycle``).
+    cycle : array_like of int
+        Cycle index of each draw.
+    method : {"harmonic", "equal"}
+
+    Returns
+    -------
+    ndarray
+        Normalised weights, one per distinct cycle in increasing order.
+    """
+    ll = np.asarray(log_likelihood, dtype=np.float64).ravel()
+    cyc = np.asarray(cycle).ravel()
+    if ll.shape != cyc.shape:
+        raise ValueError("log_likelihood and cycle must have the same number of entries")
+    labels = np.unique(cyc)
+    if method == "equal":
+        return np.full(labels.size, 1.0 / labels.size)
+    if method != "harmonic":
+        raise ValueError(f"method must be 'harmonic' or 'equal', got {method!r}")
+    if not np.all(np.isfinite(ll)):
+        raise ValueError("log_likelihood must be finite")
+    logw = np.array([np.log(np.sum(cyc == m)) - special.logsumexp(-ll[cyc == m]) for m in labels])
+    return np.exp(logw - special.logsumexp(logw))

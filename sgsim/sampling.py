@@ -1,0 +1,383 @@
+"""The public entry point: :func:`sample` runs any registered method on any target.
+
+Chains are independent: each runs in its own calls of the compiled kernel, with its own
+generator (see :mod:`sgsim.rng`), on a pool of threads (the kernels release the GIL).
+Steps are processed in blocks so that a progress bar can advance; a chain's state is
+carried from block to block, so the blocking never changes a bit of the result.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from . import rng as _rng
+from . import targets as _targets
+from ._validate import finite_array, integer
+from .integrators import get_method
+from .integrators._base import Method, NoiseModel
+from .schedules import Schedule
+
+__all__ = ["sample", "DivergenceError", "ChainRun"]
+
+_BLOCK_STEPS = 10_000
+
+
+class DivergenceError(FloatingPointError):
+    """A chain's state became non-finite. ``.chains`` maps chain index to the 1-based step."""
+
+    def __init__(self, chains: dict[int, int], method: str, target: str):
+        self.chains = dict(chains)
+        where = ", ".join(f"chain {c} at step {k}" for c, k in sorted(chains.items()))
+        super().__init__(
+            f"{method} on {target} diverged (non-finite state): {where}. Reduce the step size, "
+            "or pass on_divergence='mark' to keep the other chains."
+        )
+
+
+@dataclass
+class ChainRun:
+    """Everything :func:`sample` prepared for one run; also used by the tests."""
+
+    target: _targets.Target
+    method: Method
+    schedule: Schedule
+    options: dict
+    noise: NoiseModel
+    store: np.ndarray
+    n_draws: int
+
+
+def _noise_model(target, method, schedule, options, noise_correction) -> NoiseModel:
+    v = target.grad_noise_cov
+    if np.count_nonzero(v - np.diag(np.diag(v))) == 0:
+        lam, basis, rotate = np.diag(v).copy(), np.eye(target.dim), False
+    else:
+        lam, basis = np.linalg.eigh(v)
+        lam, rotate = np.clip(lam, 0.0, None), True
+    alpha, temp = schedule.step_size, schedule.temperature
+    factor, corrected = method.injection(options)
+    a = alpha**2 * (1.0 if lam.any() else 0.0)
+    c = 2.0 * factor * alpha * temp
+    if noise_correction and lam.any():
+        hot = temp > 0
+        limit = 2.0 * corrected * temp
+        bad = np.flatnonzero(hot & (alpha * lam.max() > limit * (1 + 1e-12)))
+        if bad.size:
+            k = int(bad[0])
+            raise ValueError(
+                f"noise_correction needs step_size * max eig(V) <= {2 * corrected:g} * temperature at every "
+                f"sampling step; at step {k + 1} step_size = {alpha[k]:.4g}, max eig(V) = {lam.max():.4g}, "
+                f"temperature = {temp[k]:.4g}"
+            )
+        a = np.where(hot, 0.0, alpha**2)
+        c = 2.0 * corrected * alpha * temp
+    a = np.ascontiguousarray(np.broadcast_to(a, alpha.shape), dtype=np.float64)
+    return NoiseModel(a=a, c=np.ascontiguousarray(c), lam=np.ascontiguousarray(lam), rotate=rotate, basis=basis)
+
+
+def _store_index(schedule: Schedule, burn_in: int, thin: int) -> tuple[np.ndarray, np.ndarray]:
+    keep = schedule.collect.copy()
+    keep[:burn_in] = False
+    steps = np.flatnonzero(keep)[::thin]
+    store = np.full(schedule.n_steps, -1, dtype=np.int64)
+    store[steps] = np.arange(steps.size)
+    return store, steps
+
+
+def _initial(name, value, n_chains, dim, default):
+    if value is None:
+        return default()
+    arr = finite_array(name, value)
+    if arr.shape == (dim,):
+        return np.tile(arr, (n_chains, 1))
+    if arr.shape != (n_chains, dim):
+        raise ValueError(f"{name} must have shape ({dim},) or (n_chains, {dim}) = ({n_chains}, {dim}), got {arr.shape}")
+    return arr
+
+
+def prepare(target, method, n_steps=None, *, schedule=None, burn_in=0, thin=1, noise_correction=False, **options):
+    """Validate a run's configuration and precompute its schedule, noise and storage index."""
+    target = _resolve_target(target)
+    method = get_method(method)
+    burn_in = integer("burn_in", burn_in, low=0)
+    thin = integer("thin", thin, low=1)
+    sched_kw = {k: options.pop(k) for k in list(options) if k in method.schedule_options}
+    dyn_kw = dict(method.dynamics_options)
+    for k in list(options):
+        if k in dyn_kw:
+            dyn_kw[k] = options.pop(k)
+    if options:
+        known = sorted(set(method.schedule_options) | set(method.dynamics_options))
+        raise TypeError(f"unknown option(s) for method {method.name!r}: {sorted(options)}; accepted: {known}")
+    if schedule is not None:
+        if not isinstance(schedule, Schedule):
+            raise TypeError(f"schedule must be a sgsim.schedules.Schedule, got {type(schedule).__name__}")
+        if sched_kw:
+            raise TypeError(f"give either schedule or {sorted(sched_kw)}, not both")
+        if n_steps is not None and n_steps != schedule.n_steps:
+            raise ValueError(f"n_steps ({n_steps}) differs from the schedule's length ({schedule.n_steps})")
+    else:
+        if n_steps is None:
+            raise TypeError("n_steps is required when no schedule is given")
+        if "step_size" not in sched_kw:
+            raise TypeError(f"method {method.name!r} needs step_size (or an explicit schedule)")
+        schedule = method.default_schedule(n_steps, **sched_kw)
+    dyn_kw = method.validate(dyn_kw)
+    if burn_in >= schedule.n_steps:
+        raise ValueError(f"burn_in must be < n_steps ({schedule.n_steps}), got {burn_in}")
+    noise = _noise_model(target, method, schedule, dyn_kw, bool(noise_correction))
+    store, steps = _store_index(schedule, burn_in, thin)
+    if steps.size == 0:
+        raise ValueError("no draw would be kept: check burn_in, thin and the schedule's sampling stages")
+    dyn_kw["noise_correction"] = bool(noise_correction)
+    return ChainRun(target, method, schedule, dyn_kw, noise, store, int(steps.size)), steps
+
+
+def _resolve_target(target):
+    if isinstance(target, str):
+        return _targets.get(target)
+    if not isinstance(target, _targets.Target):
+        raise TypeError(
+            f"target must be a sgsim Target or the name of one ({', '.join(sorted(_targets.TARGETS))}), "
+            f"got {type(target).__name__}"
+        )
+    return target
+
+
+def run_chain(run: ChainRun, state, gen, out, k0=0, k1=None, injected=None) -> int:
+    """Advance one chain in place over steps ``[k0, k1)``; return the failing step or -1."""
+    k1 = run.schedule.n_steps if k1 is None else k1
+    if injected is None:
+        injected = np.empty((0, run.target.dim))
+    return int(
+        run.method.run_chain(
+            state, gen, run.target, int(k0), int(k1), run.schedule, run.options, run.noise, run.store, out, injected
+        )
+    )
+
+
+def sample(
+    target,
+    method,
+    n_steps=None,
+    *,
+    n_chains=1,
+    seed=None,
+    init=None,
+    init_velocity=None,
+    burn_in=0,
+    thin=1,
+    schedule=None,
+    noise_correction=False,
+    on_divergence="raise",
+    n_threads=None,
+    progress=False,
+    log_density=False,
+    **options,
+):
+    """Run ``n_chains`` independent chains of ``method`` on ``target``.
+
+    Parameters
+    ----------
+    target : Target or str
+        A :class:`sgsim.targets.Target` or a registered name (``"mixture_25"``, ...).
+    method : str
+        ``"sgld"``, ``"sghmc"``, ``"csgld"`` or ``"csghmc"`` (see ``sgsim.integrators.METHODS``).
+    n_steps : int
+        Number of steps ``K``; may be omitted when ``schedule`` is given.
+    n_chains : int
+        Number of independent chains, >= 1.
+    seed : int or None
+        Non-negative seed; ``None`` draws fresh entropy. The seed used is recorded in
+        ``result.attrs["seed"]``. Chain ``c`` gives the same bits whatever ``n_chains`` and
+        ``n_threads`` are (see :mod:`sgsim.rng`).
+    init : array_like, optional
+        Initial positions, shape ``(d,)`` or ``(n_chains, d)``, finite. By default each
+        chain draws uniformly from the target's initial box with its own stream.
+    init_velocity : array_like, optional
+        SGHMC only: initial ``v_0`` (zero by default).
+    burn_in : int
+        Steps at the start whose draws are discarded, >= 0.
+    thin : int
+        Keep every ``thin``-th collected draw, >= 1.
+    schedule : Schedule, optional
+        An explicit schedule (e.g. :func:`sgsim.schedules.polynomial_decay`); replaces the
+        method's schedule options.
+    noise_correction : bool
+        Reduce the injected noise by the target's gradient-noise covariance so the total
+        noise is exact (THEORY A1, A2).
+    on_divergence : {"raise", "mark"}
+        A chain whose state becomes non-finite stops. ``"raise"`` (default) raises
+        :class:`DivergenceError` naming each such chain and step; ``"mark"`` warns, keeps
+        the other chains, fills the diverged chain's remaining draws with NaN and records
+        ``sample_stats["diverged"]``.
+    n_threads : int, optional
+        Threads that run chains; numba's thread count by default. Never changes the result.
+    progress : bool
+        Show a tqdm progress bar.
+    log_density : bool
+        Also record ``sample_stats["lp"]``, the target's log density at every draw (off by
+        default: on the 25-Gaussian mixture it costs more than the sampling itself).
+    **options
+        Method options: ``step_size`` (``alpha`` or ``alpha_0``), ``temperature``; cyclical
+        methods: ``n_cycles``, ``explore_fraction``, ``skip_per_cycle``; SGHMC: ``friction``
+        (``eta``), ``gamma_hat``.
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``posterior["theta"]`` with dims ``(chain, draw, dim)``; ``sample_stats`` with
+        ``step_size``, ``temperature``, ``stage``, ``cycle``, ``step`` (1-based iteration of
+        each draw), ``diverged`` and, if asked, ``lp``; ``attrs`` with the seed, method,
+        target, schedule and options, enough to replay the run.
+    """
+    run, steps = prepare(
+        target, method, n_steps, schedule=schedule, burn_in=burn_in, thin=thin,
+        noise_correction=noise_correction, **options,
+    )
+    n_chains = integer("n_chains", n_chains, low=1)
+    seed = _rng.resolve_seed(seed)
+    if on_divergence not in ("raise", "mark"):
+        raise ValueError(f"on_divergence must be 'raise' or 'mark', got {on_divergence!r}")
+    n_threads = numba.get_num_threads() if n_threads is None else integer("n_threads", n_threads, low=1)
+    d = run.target.dim
+    tgt = run.target
+
+    def default_init():
+        return np.stack([
+            _rng.init_generator(seed, c).uniform(tgt.init_low, tgt.init_high) for c in range(n_chains)
+        ])
+
+    theta0 = _initial("init", init, n_chains, d, default_init)
+    if "velocity" in run.method.state_names:
+        v0 = _initial("init_velocity", init_velocity, n_chains, d, lambda: np.zeros((n_chains, d)))
+    elif init_velocity is not None:
+        raise TypeError(f"init_velocity applies to SGHMC methods only, not {run.method.name!r}")
+
+    # one allocation per chain, so that threads never share a cache line
+    states = []
+    for c in range(n_chains):
+        st = [np.array(theta0[c])]
+        if "velocity" in run.method.state_names:
+            st.append(np.array(v0[c]))
+        states.append(tuple(st))
+    outs = [np.full((run.n_draws, d), np.nan) for _ in range(n_chains)]
+    gens = [_rng.chain_generator(seed, c) for c in range(n_chains)]
+    failed: dict[int, int] = {}
+
+    n = run.schedule.n_steps
+    bounds = list(range(0, n, _BLOCK_STEPS)) + [n]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n * n_chains, desc=f"{run.method.name} on {run.target.name}", unit="step")
+
+    def advance(c, k0, k1):
+        if c in failed:
+            return
+        k = run_chain(run, states[c], gens[c], outs[c], k0, k1)
+        if k >= 0:
+            failed[c] = k + 1
+
+    t0 = time.perf_counter()
+    workers = max(1, min(n_threads, n_chains))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for k0, k1 in zip(bounds[:-1], bounds[1:]):
+            list(pool.map(lambda c: advance(c, k0, k1), range(n_chains)))
+            if bar is not None:
+                bar.update((k1 - k0) * n_chains)
+    elapsed = time.perf_counter() - t0
+    if bar is not None:
+        bar.close()
+    if failed and on_divergence == "raise":
+        raise DivergenceError(failed, run.method.name, run.target.name)
+    draws = np.stack(outs)
+    diverged = np.zeros((n_chains, run.n_draws), bool)
+    for c, k in failed.items():
+        diverged[c] = steps + 1 >= k
+    if failed:
+        warnings.warn(str(DivergenceError(failed, run.method.name, run.target.name)), RuntimeWarning, stacklevel=2)
+
+    config = {
+        "seed": seed,
+        "method": run.method.name,
+        "target": run.target.name,
+        "n_chains": n_chains,
+        "burn_in": burn_in,
+        "thin": thin,
+        "schedule": run.schedule.description,
+        "options": run.options,
+        "grad_noise_cov": run.target.grad_noise_cov.tolist(),
+    }
+    final = {name: np.stack([st[i] for st in states]) for i, name in enumerate(run.method.state_names)}
+    return _to_inference_data(run, steps, draws, diverged, theta0, final, seed, config, elapsed, log_density)
+
+
+def _to_inference_data(run, steps, draws, diverged, theta0, final, seed, config, elapsed, log_density):
+    import arviz as az
+
+    from . import __version__
+
+    n_chains = draws.shape[0]
+    sched = run.schedule
+
+    def per_draw(x):
+        return np.broadcast_to(x[steps], (n_chains, steps.size)).copy()
+
+    stats = {
+        "step_size": per_draw(sched.step_size),
+        "temperature": per_draw(sched.temperature),
+        "stage": per_draw(sched.stage),
+        "cycle": per_draw(sched.cycle),
+        "step": per_draw(np.arange(1, sched.n_steps + 1)),
+        "diverged": diverged,
+    }
+    if log_density:
+        finite = np.all(np.isfinite(draws), axis=-1)
+        lp = run.target.log_density(np.where(finite[..., None], draws, 0.0))
+        stats["lp"] = np.where(finite, lp, np.nan)
+    attrs = {
+        "seed": seed,
+        "sgsim_version": __version__,
+        "numba_version": numba.__version__,
+        "numpy_version": np.__version__,
+        "sampling_time_s": elapsed,
+        "sgsim_config": json.dumps(config, sort_keys=True),
+        "method": run.method.name,
+        "target": run.target.name,
+        "rng": "SeedSequence(seed, spawn_key=(chain, 0)) -> PCG64 per chain",
+    }
+    coords = {"dim": np.arange(run.target.dim)}
+    dims = {"theta": ["dim"], "init": ["dim"], "final_theta": ["dim"], "final_velocity": ["dim"]}
+    constant = {"init": theta0}
+    for name, value in final.items():
+        constant[f"final_{name}"] = value
+    idata = az.from_dict(
+        posterior={"theta": draws},
+        sample_stats=stats,
+        coords=coords,
+        dims=dims,
+        attrs=attrs,
+    )
+    # per-chain quantities (no draw dimension) go to their own group
+    import xarray as xr
+
+    ds = xr.Dataset(
+        {k: (("chain", "dim"), v) for k, v in constant.items()},
+        coords={"chain": np.arange(n_chains), "dim": coords["dim"]},
+        attrs=attrs,
+    )
+    idata.add_groups(constant_data=ds)
+    for group in ("posterior", "sample_stats"):
+        idata[group].attrs.update(attrs)
+    return idata
+
+

@@ -1,0 +1,94 @@
+"""Linear-Gaussian oracles (THEORY B5) and the standard Gaussian.
+
+``U(theta) = theta^T P theta / 2 - b^T theta``, so the target is ``N(P^{-1} b, P^{-1})``. With the
+stochastic gradient ``P theta - b + zeta``, ``zeta ~ N(0, V)``, every iterate of SGLD, SGD and
+SGHMC has a Gaussian law known in closed form (THEORY section F), which the tests use as
+the exact discrete-time truth.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._jit import jit
+from .._validate import finite_array, spd_matrix
+from ._base import Target
+
+
+@jit
+def linear_gaussian_grad_u(theta, params, out):
+    """``P theta - b`` (compiled)."""
+    prec, shift, _, _ = params
+    d = theta.shape[0]
+    for i in range(d):
+        acc = -shift[i]
+        for j in range(d):
+            acc += prec[i, j] * theta[j]
+        out[i] = acc
+
+
+@jit
+def linear_gaussian_log_density(theta, params):
+    """Normalised log density of ``N(P^{-1} b, P^{-1})`` (compiled)."""
+    prec, _, mean, log_norm = params
+    d = theta.shape[0]
+    q = 0.0
+    for i in range(d):
+        for j in range(d):
+            q += (theta[i] - mean[i]) * prec[i, j] * (theta[j] - mean[j])
+    return log_norm - 0.5 * q
+
+
+def linear_gaussian(precision, shift=None, grad_noise_cov=None, *, name="linear_gaussian") -> Target:
+    """The linear-Gaussian oracle of THEORY B5.
+
+    Parameters
+    ----------
+    precision : array_like, shape (d, d)
+        Symmetric positive definite ``P``.
+    shift : array_like, shape (d,), optional
+        ``b``; zero when omitted.
+    grad_noise_cov : float or array_like, optional
+        Covariance ``V`` of the additive gradient noise (scalar means ``V I``).
+    name : str
+        Name recorded in results.
+    """
+    prec = np.atleast_2d(np.asarray(precision, dtype=np.float64))
+    d = prec.shape[0]
+    prec = spd_matrix("precision", prec, d)
+    b = np.zeros(d) if shift is None else finite_array("shift", shift, (d,))
+    cov = np.linalg.inv(prec)
+    cov = 0.5 * (cov + cov.T)
+    mean = cov @ b
+    _, logdet = np.linalg.slogdet(prec)
+    log_norm = 0.5 * logdet - 0.5 * d * math.log(2 * math.pi)
+    chol = np.linalg.cholesky(cov)
+
+    def sampler(rng, n):
+        return mean + rng.standard_normal((n, d)) @ chol.T
+
+    half = 3.0 * np.sqrt(np.diag(cov))
+    target = Target(
+        name=name,
+        dim=d,
+        grad_u=linear_gaussian_grad_u,
+        log_density_fn=linear_gaussian_log_density,
+        params=(np.ascontiguousarray(prec), b, mean, log_norm),
+        grad_noise_cov=np.zeros((d, d)),
+        init_low=mean - half,
+        init_high=mean + half,
+        mean=mean,
+        second_moment=cov + np.outer(mean, mean),
+        exact_sampler=sampler,
+        extras={"precision": prec, "shift": b, "covariance": cov},
+    )
+    return target if grad_noise_cov is None else target.with_gradient_noise(grad_noise_cov)
+
+
+def standard_gaussian(dim: int = 2) -> Target:
+    """``N(0, I_d)``: the linear-Gaussian oracle with ``P = I``, ``b = 0``."""
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise ValueError(f"dim must be an int >= 1, got {dim!r}")
+    return linear_gaussian(np.eye(dim), name="standard_gaussian")
