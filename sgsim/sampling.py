@@ -152,10 +152,20 @@ def _resolve_target(target):
 
 
 def run_chain(run: ChainRun, state, gen, out, k0=0, k1=None, injected=None) -> int:
-    """Advance one chain in place over steps ``[k0, k1)``; return the failing step or -1."""
+    """Advance one chain in place over steps ``[k0, k1)``; return the failing step or -1.
+
+    ``injected`` (shape ``(n_steps, d)``) replaces the generator's standard normals; ``gen``
+    may then be None.
+    """
     k1 = run.schedule.n_steps if k1 is None else k1
     if injected is None:
         injected = np.empty((0, run.target.dim))
+    else:
+        injected = np.ascontiguousarray(injected, dtype=np.float64)
+        if injected.shape != (run.schedule.n_steps, run.target.dim):
+            raise ValueError(f"injected must have shape ({run.schedule.n_steps}, {run.target.dim})")
+    if gen is None:
+        gen = np.random.default_rng(0)  # unused: same compiled signature as a real run
     return int(
         run.method.run_chain(
             state, gen, run.target, int(k0), int(k1), run.schedule, run.options, run.noise, run.store, out, injected

@@ -1,0 +1,148 @@
+"""Plain NumPy reference implementations: the oracle for every compiled kernel.
+
+Written independently of ``sgsim``'s kernels (vectorised over chains, gradients through
+``scipy.special``), following the formulas of THEORY.md. Given the same standard normals
+``xi`` the compiled kernels must agree with these to about 1e-12.
+
+Noise convention shared with the kernels (see ``sgsim.integrators._kernels``): the
+emulated gradient noise ``zeta ~ N(0, V)`` and the injected noise are drawn as one
+Gaussian. With ``V = Q diag(lam) Q^T`` (``Q = I`` when ``V`` is diagonal) the step-``k``
+noise is ``Q diag(sqrt(a_k lam + c_k)) xi_k``, where for SGLD ``a_k = alpha_k^2``,
+``c_k = 2 alpha_k T_k`` and for SGHMC ``c_k = 2 (eta - gamma_hat) alpha_k T_k``; the
+gradient-noise correction sets ``a_k = 0`` and ``c_k = 2 eta_eff alpha_k T_k`` on steps
+with ``T_k > 0`` (``eta_eff`` = 1 for SGLD, ``eta`` for SGHMC).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+# ----------------------------------------------------------------------------- targets
+
+
+def mixture_exponents(x, means, var, weights):
+    """``log w_i + log N(x | mu_i, var_i I)`` for each row of ``x``: shape (n, K)."""
+    x = np.atleast_2d(x)
+    d = x.shape[1]
+    var = np.broadcast_to(np.asarray(var, float), (means.shape[0],))
+    d2 = ((x[:, None, :] - means[None]) ** 2).sum(-1)
+    return np.log(weights)[None] - 0.5 * d * np.log(2 * np.pi * var)[None] - d2 / (2 * var[None])
+
+
+def mixture_log_density(x, means, var, weights):
+    return special.logsumexp(mixture_exponents(x, means, var, weights), axis=1)
+
+
+def mixture_grad_u(x, means, var, weights):
+    """``sum_i r_i (x - mu_i) / var_i`` with ``r = softmax`` of the exponents."""
+    x = np.atleast_2d(x)
+    var = np.broadcast_to(np.asarray(var, float), (means.shape[0],))
+    r = special.softmax(mixture_exponents(x, means, var, weights), axis=1)
+    return np.einsum("nk,nkd->nd", r / var[None], x[:, None, :] - means[None])
+
+
+def exp_mixture_log_density(y, rates, weights):
+    y = np.asarray(y, float).reshape(-1)
+    e = np.log(weights)[None] + np.log(rates)[None] - rates[None] * np.exp(y)[:, None]
+    return y + special.logsumexp(e, axis=1)
+
+
+def exp_mixture_grad_u(y, rates, weights):
+    y = np.asarray(y, float).reshape(-1)
+    e = np.log(weights)[None] + np.log(rates)[None] - rates[None] * np.exp(y)[:, None]
+    r = special.softmax(e, axis=1)
+    return (np.exp(y) * (r @ rates) - 1.0)[:, None]
+
+
+def linear_gaussian_grad_u(x, precision, shift):
+    return np.atleast_2d(x) @ precision.T - shift[None]
+
+
+# ----------------------------------------------------------------------------- noise
+
+
+def noise_transform(v, alpha, temp, factor=1.0, corrected=1.0, correction=False):
+    """Per-step matrices ``L_k`` with ``noise_k = L_k xi_k``: shape (K, d, d)."""
+    v = np.asarray(v, float)
+    d = v.shape[0]
+    if np.count_nonzero(v - np.diag(np.diag(v))) == 0:
+        lam, q = np.diag(v).copy(), np.eye(d)
+    else:
+        lam, q = np.linalg.eigh(v)
+        lam = np.clip(lam, 0, None)
+    alpha = np.asarray(alpha, float)
+    temp = np.asarray(temp, float)
+    a = alpha**2 if lam.any() else np.zeros_like(alpha)
+    c = 2 * factor * alpha * temp
+    if correction and lam.any():
+        a = np.where(temp > 0, 0.0, alpha**2)
+        c = 2 * corrected * alpha * temp
+    sd = np.sqrt(a[:, None] * lam[None] + c[:, None])
+    return q[None] * sd[:, None, :]
+
+
+# ----------------------------------------------------------------------------- integrators
+
+
+def sgld(grad, theta0, alpha, temp, v, xi, correction=False):
+    """All iterates of SGLD, shape (K, C, d), given standard normals ``xi`` (K, C, d)."""
+    lk = noise_transform(v, alpha, temp, 1.0, 1.0, correction)
+    theta = np.array(theta0, float)
+    path = np.empty((len(alpha),) + theta.shape)
+    for k in range(len(alpha)):
+        theta = theta - alpha[k] * grad(theta) + xi[k] @ lk[k].T
+        path[k] = theta
+    return path
+
+
+def sghmc(grad, theta0, v0, alpha, temp, v, xi, friction, gamma_hat=0.0, correction=False):
+    """All iterates of SGHMC in [cSG] order, (theta path, velocity path), each (K, C, d)."""
+    lk = noise_transform(v, alpha, temp, friction - gamma_hat, friction, correction)
+    theta = np.array(theta0, float)
+    vel = np.array(v0, float)
+    path = np.empty((len(alpha),) + theta.shape)
+    vpath = np.empty_like(path)
+    for k in range(len(alpha)):
+        theta = theta + vel
+        vel = (1 - friction) * vel - alpha[k] * grad(theta) + xi[k] @ lk[k].T
+        path[k] = theta
+        vpath[k] = vel
+    return path, vpath
+
+
+# ----------------------------------------------------------------------------- exact laws (THEORY F1, F5)
+
+
+def sgld_law(m0, s0, precision, shift, v, alpha, temp, correction=False):
+    """Mean and covariance of every SGLD iterate on a linear-Gaussian target (F1)."""
+    d = len(m0)
+    lk = noise_transform(v, alpha, temp, 1.0, 1.0, correction)
+    m, s = np.array(m0, float), np.array(s0, float)
+    means, covs = [], []
+    for k in range(len(alpha)):
+        f = np.eye(d) - alpha[k] * precision
+        m = f @ m + alpha[k] * shift
+        s = f @ s @ f.T + lk[k] @ lk[k].T
+        means.append(m)
+        covs.append(s)
+    return np.array(means), np.array(covs)
+
+
+def sghmc_law(m0, s0, precision, shift, v, alpha, temp, friction, gamma_hat=0.0, correction=False):
+    """Mean and covariance of the state ``(theta, v)`` of SGHMC in [cSG] order (F5)."""
+    d = precision.shape[0]
+    lk = noise_transform(v, alpha, temp, friction - gamma_hat, friction, correction)
+    m, s = np.array(m0, float), np.array(s0, float)
+    means, covs = [], []
+    eye = np.eye(d)
+    for k in range(len(alpha)):
+        f = np.block([[eye, eye], [-alpha[k] * precision, (1 - friction) * eye - alpha[k] * precision]])
+        c = np.concatenate([np.zeros(d), alpha[k] * shift])
+        q = np.zeros((2 * d, 2 * d))
+        q[d:, d:] = lk[k] @ lk[k].T
+        m = f @ m + c
+        s = f @ s @ f.T + q
+        means.append(m)
+        covs.append(s)
+    return np.array(means), np.array(covs)
