@@ -43,7 +43,9 @@ def resolve_seed(seed) -> int:
         If ``seed`` is negative.
     """
     if seed is None:
-        return int(np.random.SeedSequence().entropy)
+        entropy = np.random.SeedSequence().entropy
+        assert isinstance(entropy, int)  # fresh entropy is a single 128-bit int
+        return entropy
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be a non-negative int or None, got {type(seed).__name__}")
     if seed < 0:
