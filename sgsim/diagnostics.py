@@ -99,9 +99,7 @@ def ball_probability(radius: float, sd: float, dim: int = 2) -> float:
     return float(stats.chi2.cdf((radius / sd) ** 2, dim))
 
 
-def expected_mode_coverage(
-    n_draws: int, n_modes: int, ball_prob: float, threshold: int = 100
-) -> tuple[float, float]:
+def expected_mode_coverage(n_draws: int, n_modes: int, ball_prob: float, threshold: int = 100) -> tuple[float, float]:
     """Mean and standard deviation of the mode coverage of ``n_draws`` exact iid draws.
 
     For an equal-weight mixture with well separated modes each mode's count is

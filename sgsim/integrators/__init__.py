@@ -1,5 +1,6 @@
 """Integrators, registered by name. Adding one: a module defining a :class:`Method`, and one
-``register`` line here."""
+``register`` line here.
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -67,7 +67,6 @@ class Method:
     run_chain: Callable
     state_names: tuple[str, ...] = ("theta",)
     references: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 METHODS: dict[str, Method] = {}
