@@ -5,6 +5,8 @@ Nothing here runs a sampler: every function takes draws (arrays or InferenceData
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy import special, stats
 
@@ -160,7 +162,10 @@ def _dataset(draws, var_name="theta"):
     if hasattr(draws, "posterior"):
         return draws
     arr = draws_array(draws, var_name)
-    return az.from_dict(posterior={var_name: arr}, dims={var_name: ["dim"]})
+    with warnings.catch_warnings():
+        # many short chains (replicas) are legitimate here; arviz warns about them
+        warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
+        return az.from_dict(posterior={var_name: arr}, dims={var_name: ["dim"]})
 
 
 def ess(draws, method: str = "bulk", var_name: str = "theta") -> np.ndarray:

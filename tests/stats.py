@@ -1,0 +1,46 @@
+"""The one statistical assertion used by every Monte Carlo test (THEORY G).
+
+``assert_within_se`` checks ``|estimate - truth| <= z * se + bias`` elementwise. Each
+statistical test states in a comment how its ``se`` was derived, and runs a negative
+control: a wrong truth that the same call must reject.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def assert_within_se(estimate, truth, se, z=5.0, bias=0.0, what="estimate"):
+    """Assert ``|estimate - truth| <= z * se + bias`` everywhere; return the z-scores.
+
+    Parameters
+    ----------
+    estimate, truth, se : array_like
+        Broadcast together; ``se`` must be > 0 (the standard error of ``estimate``).
+    z : float
+        Allowed number of standard errors (5: two-sided false alarm 6e-7 per entry).
+    bias : float or array_like
+        Known bound on the bias of ``estimate`` (0 against exact discrete-time truths).
+    what : str
+        Name of the quantity, for the failure message.
+
+    Returns
+    -------
+    ndarray or float
+        ``(estimate - truth) / se``.
+    """
+    est, tru, se, bias = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (estimate, truth, se, bias)))
+    if not np.all(se > 0):
+        raise ValueError(f"{what}: standard errors must be > 0, got {se}")
+    if not np.all(np.isfinite(est)):
+        raise AssertionError(f"{what}: non-finite estimate {est}")
+    zscore = (est - tru) / se
+    bad = np.abs(est - tru) > z * se + bias
+    if np.any(bad):
+        idx = [tuple(int(i) for i in ix) for ix in np.argwhere(bad)]
+        raise AssertionError(
+            f"{what}: |estimate - truth| > {z} * SE + {bias.max():g} at {idx}\n"
+            f"  estimate = {est[bad]}\n  truth    = {tru[bad]}\n  SE       = {se[bad]}\n"
+            f"  z-score  = {zscore[bad]}"
+        )
+    return zscore if zscore.ndim else float(zscore)
