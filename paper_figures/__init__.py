@@ -1,0 +1,59 @@
+"""Scripts that regenerate the papers' figures and tables, and their registry.
+
+Each module draws one figure or table of "Cyclical Stochastic Gradient MCMC for Bayesian
+Deep Learning" from an experiment in :mod:`sgsim.experiments`. It writes PNGs atomically
+and returns a :class:`Section`: Markdown with a ``quantity | paper value | ours | note``
+table. ``sgsim reproduce`` runs :data:`FIGURES` in order; each module also runs on its
+own, e.g. ``python -m paper_figures.cyclical_table4_coverage --out DIR``.
+
+The modules are imported only when an entry runs, so that listing the registry (and
+``python -m`` on one module) does not import all of them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._common import DEFAULT_SEED, Section, budget, describe_mode
+
+__all__ = ["FIGURES", "FigureEntry", "Section", "get_entry", "budget", "describe_mode", "DEFAULT_SEED"]
+
+
+@dataclass(frozen=True)
+class FigureEntry:
+    """One registered figure or table.
+
+    Attributes
+    ----------
+    name : str
+        Module name in ``paper_figures`` and the name ``sgsim reproduce --only`` takes.
+    title : str
+        Section title in the report.
+    """
+
+    name: str
+    title: str
+
+    def run(self, out_dir: str | Path, full: bool = False, progress: bool = True, seed: int = DEFAULT_SEED) -> Section:
+        """Run the script: compute, draw, write its PNGs into ``out_dir``, return its section."""
+        module = importlib.import_module(f"{__name__}.{self.name}")
+        return module.run(Path(out_dir), full=full, progress=progress, seed=seed)
+
+
+#: The registry, in the order ``sgsim reproduce`` runs it.
+FIGURES: tuple[FigureEntry, ...] = (
+    FigureEntry("cyclical_fig1_schedules", "Figure 1: cyclical and decreasing step-size schedules"),
+    FigureEntry("cyclical_fig2_parallel", "Figure 2: 25-Gaussian mixture, 4 parallel chains"),
+    FigureEntry("cyclical_fig5_single", "Figure 5: 25-Gaussian mixture, a single chain"),
+    FigureEntry("cyclical_table4_coverage", "Table 4: mode coverage on the 25-Gaussian mixture"),
+)
+
+
+def get_entry(name: str) -> FigureEntry:
+    """The registered entry ``name``, or a ValueError listing the names."""
+    for entry in FIGURES:
+        if entry.name == name:
+            return entry
+    raise ValueError(f"unknown figure {name!r}; known: {', '.join(e.name for e in FIGURES)}")

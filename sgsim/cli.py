@@ -1,0 +1,458 @@
+"""The ``sgsim`` command.
+
+``sgsim run``
+    One call of :func:`sgsim.sample` from the shell. Writes ``DIR/result.nc`` (the
+    InferenceData, netCDF) and ``DIR/density.png``, both atomically, and prints a summary:
+    draws, time, seed, mode coverage ([cSG] App. A.1) for targets with mode centres,
+    moment errors for targets with exact moments.
+``sgsim reproduce``
+    Runs the registered scripts of ``paper_figures`` in order: the synthetic results of
+    "Cyclical Stochastic Gradient MCMC for Bayesian Deep Learning" (Figures 1, 2, 5 and
+    Table 4). Writes the figures and ``DIR/report.md``, which is rewritten atomically
+    after every section, so an interrupted run keeps the sections it finished. Quick by
+    default; ``--full`` uses the paper's budgets.
+``sgsim --version``
+    Prints the version.
+
+Bad arguments end with a message naming the parameter and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import __version__
+
+__all__ = ["main", "build_parser"]
+
+# sgsim's parameter names -> the flags that set them, to name the flag in error messages
+_FLAGS = {
+    "step_size": "--step-size",
+    "n_steps": "--n-steps",
+    "n_chains": "--n-chains",
+    "n_cycles": "--n-cycles",
+    "explore_fraction": "--explore-fraction",
+    "skip_per_cycle": "--skip-per-cycle",
+    "friction": "--friction",
+    "temperature": "--temperature",
+    "burn_in": "--burn-in",
+    "thin": "--thin",
+    "seed": "--seed",
+    "noise_correction": "--noise-correction",
+    "cov": "--grad-noise",
+    "gamma": "--decay",
+    "hold": "--hold",
+    "a": "--step-size",
+}
+
+
+def _name_flag(message: str) -> str:
+    """Prefix an sgsim error message with the flag it concerns, when one can be found."""
+    found = []
+    for name, flag in _FLAGS.items():
+        if message.startswith(name + " "):
+            found.append((0, flag))
+        elif f"'{name}'" in message:
+            found.append((message.index(f"'{name}'"), flag))
+    # the parameter named first is the one at fault ("unknown option(s) ...: ['x']; accepted: [...]")
+    return f"argument {min(found)[1]}: {message}" if found else message
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``sgsim`` command."""
+    from .integrators import METHODS
+    from .targets import TARGETS
+
+    parser = argparse.ArgumentParser(
+        prog="sgsim",
+        description="Stochastic-gradient MCMC simulations: SGLD, SGHMC and their cyclical versions.",
+    )
+    parser.add_argument("--version", action="version", version=f"sgsim {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="run one sampler and write result.nc and density.png",
+        description=(
+            "Run sgsim.sample and write DIR/result.nc (InferenceData, netCDF) and DIR/density.png. Step "
+            "sizes follow the cyclical paper: drift step_size * grad U, injected noise variance "
+            "2 * step_size * T."
+        ),
+    )
+    run.add_argument("--target", required=True, choices=sorted(TARGETS), help="target density")
+    run.add_argument("--method", required=True, choices=sorted(METHODS), help="sampler")
+    run.add_argument("--n-steps", required=True, type=int, metavar="N", help="iterations K per chain")
+    run.add_argument("--n-chains", type=int, default=1, metavar="C", help="independent chains (default: 1)")
+    run.add_argument("--seed", type=int, default=None, metavar="S", help="seed (default: fresh entropy, recorded)")
+    run.add_argument(
+        "--step-size", required=True, type=float, metavar="A", help="step size alpha (alpha_0 if cyclical)"
+    )
+    run.add_argument("--n-cycles", type=int, metavar="M", help="cyclical methods: number of cycles M")
+    run.add_argument(
+        "--explore-fraction", type=float, metavar="B", help="cyclical methods: exploration fraction beta in [0, 1)"
+    )
+    run.add_argument(
+        "--skip-per-cycle", type=int, metavar="S", help="cyclical methods: sampling steps not kept at each cycle start"
+    )
+    run.add_argument(
+        "--decay",
+        type=float,
+        metavar="GAMMA",
+        help="sgld/sghmc: decreasing steps alpha_k = A (k - hold)^-GAMMA ([cSG] eq. 1) instead of constant",
+    )
+    run.add_argument("--hold", type=int, metavar="H", help="with --decay: steps held at A first (default: 0)")
+    run.add_argument("--friction", type=float, metavar="ETA", help="SGHMC friction eta in (0, 1] (default: 0.1)")
+    run.add_argument("--temperature", type=float, metavar="T", help="temperature of the sampling steps (default: 1)")
+    run.add_argument(
+        "--grad-noise", type=float, metavar="V", help="emulate stochastic gradients: add N(0, V I) noise to grad U"
+    )
+    run.add_argument(
+        "--noise-correction", action="store_true", help="reduce the injected noise by the gradient noise (THEORY A1)"
+    )
+    run.add_argument("--burn-in", type=int, default=0, metavar="B", help="initial steps whose draws are dropped")
+    run.add_argument("--thin", type=int, default=1, metavar="T", help="keep every T-th collected draw")
+    run.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(subparser=run)
+
+    rep = sub.add_parser(
+        "reproduce",
+        help="regenerate the papers' figures and tables and write report.md",
+        description=(
+            "Run the registered paper_figures scripts in order (quick by default) and write their figures "
+            "and DIR/report.md. The report is rewritten after every section."
+        ),
+    )
+    rep.add_argument("--full", action="store_true", help="the papers' budgets (50k iterations, 10 runs per row)")
+    rep.add_argument("--out", default="sgsim-output", metavar="DIR", help="output directory (default: %(default)s)")
+    rep.add_argument("--only", nargs="+", action="extend", metavar="NAME", help="run only these entries (see --list)")
+    rep.add_argument("--seed", type=int, default=None, metavar="S", help="experiment seed (default: 2020)")
+    rep.add_argument("--quiet", action="store_true", help="no progress bars")
+    rep.add_argument("--list", action="store_true", help="list the registered entries and exit")
+    rep.set_defaults(subparser=rep)
+    return parser
+
+
+def _check_out(out: str, parser) -> None:
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        parser.error(f"argument --out: {out} exists and is not a directory")
+
+
+# --------------------------------------------------------------------------- sgsim run
+
+
+def _plot_range(x, centres=None, sd=None):
+    import numpy as np
+
+    lo, hi = np.quantile(x, 0.001, axis=0), np.quantile(x, 0.999, axis=0)
+    if centres is not None:
+        pad = 3.0 * float(np.max(sd)) if sd is not None else 0.0
+        lo = np.minimum(lo, centres.min(0) - pad)
+        hi = np.maximum(hi, centres.max(0) + pad)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    return lo - 0.05 * span, hi + 0.05 * span
+
+
+def density_figure(idata, target):
+    """Histogram of the pooled draws with the target's density beside it (or over it in 1-D).
+
+    2-D targets: the exact density on a grid and a 2-D histogram, side by side, same axes.
+    1-D targets: a histogram with the exact density, both normalised on the plotted range
+    (so the density's normaliser need not be known). Higher dimensions: a 2-D histogram of
+    the first two coordinates.
+    """
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import PowerNorm
+    from matplotlib.figure import Figure
+
+    x = idata.posterior["theta"].values.reshape(-1, target.dim)
+    x = x[np.all(np.isfinite(x), axis=1)]
+    method, chains = idata.attrs.get("method", "?"), idata.posterior.sizes["chain"]
+    title = f"{method} on {target.name}: {chains} chain(s), {x.shape[0]:,} draws, seed {idata.attrs.get('seed')}"
+    centres = target.mode_centres
+    if target.dim == 1:
+        fig = Figure(figsize=(6.5, 4))
+        FigureCanvasAgg(fig)
+        ax = fig.subplots()
+        lo, hi = _plot_range(x)
+        ax.hist(x[:, 0], bins=100, range=(lo[0], hi[0]), density=True, color="#1f77b4", alpha=0.6, label="draws")
+        grid = np.linspace(lo[0], hi[0], 1001)
+        p = np.exp(target.log_density(grid[:, None]) - np.max(target.log_density(grid[:, None])))
+        p /= p.sum() * (grid[1] - grid[0])
+        ax.plot(grid, p, color="black", lw=1.5, label="target density")
+        ax.set_xlabel("theta")
+        ax.set_ylabel("density (normalised on the plotted range)")
+        ax.legend(frameon=False)
+        ax.set_title(title, fontsize=9)
+        fig.tight_layout()
+        return fig
+    sd = target.mode_sd
+    lo, hi = _plot_range(x[:, :2], None if centres is None else centres[:, :2], sd)
+    extent = (lo[0], hi[0], lo[1], hi[1])
+    hist, _, _ = np.histogram2d(x[:, 0], x[:, 1], bins=200, range=[[lo[0], hi[0]], [lo[1], hi[1]]])
+    panels = []
+    if target.dim == 2:
+        gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], 300), np.linspace(lo[1], hi[1], 300), indexing="ij")
+        logp = target.log_density(np.stack([gx.ravel(), gy.ravel()], axis=1)).reshape(gx.shape)
+        panels.append(("target density", np.exp(logp - logp.max())))
+    label = "draws" if target.dim == 2 else "draws, first two coordinates"
+    panels.append((label, hist))
+    fig = Figure(figsize=(5.2 * len(panels), 4.8))
+    FigureCanvasAgg(fig)
+    axes = np.atleast_1d(fig.subplots(1, len(panels)))
+    for ax, (name, image) in zip(axes, panels, strict=True):
+        norm = PowerNorm(gamma=0.5, vmin=0.0, vmax=max(float(image.max()), 1e-300))
+        ax.imshow(image.T, origin="lower", extent=extent, aspect="auto", cmap="viridis", norm=norm)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("theta[0]")
+        ax.set_ylabel("theta[1]")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _cmd_run(args, parser) -> int:
+    import numpy as np
+
+    from . import schedules
+    from .diagnostics import ball_probability, expected_mode_coverage, mode_coverage, moment_errors
+    from .integrators import get_method
+    from .io import atomic_savefig, write_result
+    from .sampling import DivergenceError, sample
+    from .targets import get as get_target
+
+    t0 = time.perf_counter()
+    _check_out(args.out, parser)
+    method = get_method(args.method)
+    cyclical = "n_cycles" in method.schedule_options
+    if cyclical and args.n_cycles is None:
+        parser.error(f"argument --n-cycles: required for method {method.name!r}")
+    if args.decay is not None and cyclical:
+        parser.error(f"argument --decay: applies to sgld and sghmc, not to the cyclical method {method.name!r}")
+    if args.hold is not None and args.decay is None:
+        parser.error("argument --hold: needs --decay")
+    options = {}
+    for name in ("n_cycles", "explore_fraction", "skip_per_cycle", "friction", "temperature"):
+        value = getattr(args, name)
+        if value is not None:
+            options[name] = value
+    try:
+        target = get_target(args.target)
+        if args.grad_noise is not None:
+            target = target.with_gradient_noise(args.grad_noise)
+        n_steps, schedule = args.n_steps, None
+        if args.decay is not None:
+            temperature = options.pop("temperature", 1.0)
+            schedule = schedules.polynomial_decay(
+                args.step_size, args.decay, args.n_steps, hold=args.hold or 0, temperature=temperature
+            )
+            n_steps = None
+        else:
+            options["step_size"] = args.step_size
+        idata = sample(
+            target,
+            method.name,
+            n_steps,
+            schedule=schedule,
+            n_chains=args.n_chains,
+            seed=args.seed,
+            burn_in=args.burn_in,
+            thin=args.thin,
+            noise_correction=args.noise_correction,
+            progress=not args.quiet,
+            **options,
+        )
+    except DivergenceError as exc:
+        print(f"sgsim run: error: {exc}", file=sys.stderr)
+        return 1
+    except (ValueError, TypeError) as exc:
+        parser.error(_name_flag(str(exc)))
+
+    out = Path(args.out)
+    result = write_result(idata, out / "result.nc")
+    fig = density_figure(idata, target)
+    density = atomic_savefig(fig, out / "density.png", dpi=110)
+    wall = time.perf_counter() - t0
+    theta = idata.posterior["theta"].values
+    n_chains, n_draws = theta.shape[:2]
+    seed = idata.attrs["seed"]
+    lines = [
+        f"sgsim {__version__}: {method.name} on {target.name} (d = {target.dim}), "
+        f"{n_chains} chain(s) x {args.n_steps:,} steps, seed {seed}",
+        f"  draws kept: {n_chains} x {n_draws:,} = {n_chains * n_draws:,} (burn-in {args.burn_in}, thin {args.thin})",
+        f"  time: sampling {idata.attrs['sampling_time_s']:.2f} s (with numba compilation on first use); "
+        f"total {wall:.2f} s",
+    ]
+    if target.mode_centres is not None:
+        k = target.mode_centres.shape[0]
+        cov = mode_coverage(idata, target.mode_centres)
+        line = f"  mode coverage (r = 0.25, n-bar = 100): {cov} of {k} modes"
+        weights = target.extras.get("weights")
+        if target.mode_sd is not None and weights is not None and np.allclose(weights, weights[0]):
+            if np.allclose(target.mode_sd, target.mode_sd[0]):
+                p = ball_probability(0.25, float(target.mode_sd[0]), target.dim)
+                finite = int(np.sum(np.all(np.isfinite(theta), axis=-1)))
+                mean, _ = expected_mode_coverage(finite, k, p)
+                line += f" ({finite:,} exact iid draws would cover {mean:.1f})"
+        lines.append(line)
+    if target.mean is not None and target.second_moment is not None:
+        err = moment_errors(idata, target)
+        lines.append(
+            f"  moments: |mean - E theta| = {err['mean_error']:.4g}, "
+            f"max |E theta theta^T error| = {err['second_moment_error']:.4g}"
+        )
+    lines.append(f"  wrote {result} and {density}")
+    print("\n".join(lines))
+    return 0
+
+
+# --------------------------------------------------------------------------- sgsim reproduce
+
+
+def _environment() -> str:
+    import numba
+    import numpy
+
+    return (
+        f"Python {platform.python_version()}, NumPy {numpy.__version__}, numba {numba.__version__} "
+        f"({numba.get_num_threads()} threads), {os.cpu_count()} CPUs, {platform.system()} {platform.machine()}"
+    )
+
+
+def render_report(meta: dict, sections: list, pending: list) -> str:
+    """The Markdown of ``report.md``: a header, then each finished section in order."""
+    from paper_figures import describe_mode
+
+    done = len(sections)
+    total = done + len(pending)
+    rows = [
+        ("mode", describe_mode(meta["full"])),
+        ("sgsim version", __version__),
+        ("seed", str(meta["seed"])),
+        ("started (UTC)", meta["started"]),
+        ("total time", f"{meta['elapsed']:.1f} s"),
+        ("status", f"{meta['status']} ({done} of {total} sections finished)"),
+        ("command", f"`{meta['command']}`"),
+        ("environment", meta["environment"]),
+    ]
+    lines = [
+        "# sgsim: the synthetic results of the cyclical SG-MCMC paper",
+        "",
+        'Zhang, Li, Zhang, Chen and Wilson, "Cyclical Stochastic Gradient MCMC for Bayesian Deep Learning". '
+        "Each section compares our numbers with the published ones and explains the differences; nothing "
+        "is tuned toward the paper (formula sheet and errata: THEORY.md).",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
+    lines += [f"| {k} | {v} |" for k, v in rows]
+    lines.append("")
+    for s in sections:
+        lines += [f"## {s.title}", "", f"*`{s.name}`, {s.elapsed_s:.1f} s*", "", s.markdown.rstrip(), ""]
+    if pending:
+        lines += ["## Not finished", ""]
+        lines += [f"- {e.title} (`{e.name}`)" for e in pending]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _cmd_reproduce(args, parser, argv) -> int:
+    from paper_figures import DEFAULT_SEED, FIGURES, Section, get_entry
+
+    from .io import atomic_write_text
+
+    if args.list:
+        for entry in FIGURES:
+            print(f"{entry.name:28s} {entry.title}")
+        return 0
+    seed = DEFAULT_SEED if args.seed is None else args.seed
+    if seed < 0:
+        parser.error(f"argument --seed: must be >= 0, got {seed}")
+    if args.only:
+        try:
+            wanted = {get_entry(name).name for name in args.only}
+        except ValueError as exc:
+            parser.error(f"argument --only: {exc}")
+        entries = [e for e in FIGURES if e.name in wanted]
+    else:
+        entries = list(FIGURES)
+    _check_out(args.out, parser)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report_path = out / "report.md"
+    t0 = time.perf_counter()
+    meta = {
+        "full": args.full,
+        "seed": seed,
+        "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        "elapsed": 0.0,
+        "status": "running",
+        "command": "sgsim " + " ".join(argv),
+        "environment": _environment(),
+    }
+    sections: list = []
+    pending = list(entries)
+
+    def write() -> None:
+        meta["elapsed"] = time.perf_counter() - t0
+        atomic_write_text(report_path, render_report(meta, sections, pending))
+
+    write()
+    failed = []
+    mode = "full" if args.full else "quick"
+    print(f"sgsim reproduce ({mode}, seed {seed}): {len(entries)} section(s) -> {out}", flush=True)
+    try:
+        for i, entry in enumerate(entries, 1):
+            start = time.perf_counter()
+            try:
+                section = entry.run(out, full=args.full, progress=not args.quiet, seed=seed)
+            except Exception as exc:  # one failing section must not lose the others
+                traceback.print_exc()
+                failed.append(entry.name)
+                section = Section(entry.name, entry.title, f"**Failed**: `{type(exc).__name__}: {exc}`")
+            section.elapsed_s = time.perf_counter() - start
+            sections.append(section)
+            pending.remove(entry)
+            write()
+            print(f"[{i}/{len(entries)}] {entry.title}: {section.elapsed_s:.1f} s", flush=True)
+    except KeyboardInterrupt:
+        meta["status"] = "interrupted"
+        write()
+        print(f"interrupted; {report_path} keeps the {len(sections)} finished section(s)", file=sys.stderr)
+        return 130
+    meta["status"] = "failed: " + ", ".join(failed) if failed else "complete"
+    write()
+    print(f"report: {report_path} ({meta['elapsed']:.1f} s in all)")
+    return 1 if failed else 0
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``sgsim`` command with ``argv`` (``sys.argv[1:]`` by default); return the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if args.command == "run":
+        return _cmd_run(args, args.subparser)
+    return _cmd_reproduce(args, args.subparser, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""The papers' experiments as functions that return data (no plotting, no file I/O).
+
+Each function takes its budget (``n_steps``, ``n_runs``), one experiment ``seed`` from which
+every run's seed is derived deterministically (and recorded in the result), and
+``progress``. The scripts in ``paper_figures/`` call them, draw, and write.
+
+Modules
+-------
+cyclical_synthetic
+    "Cyclical Stochastic Gradient MCMC for Bayesian Deep Learning": Figure 1 (schedules),
+    Figures 2 and 5 (densities on the 25-Gaussian mixture) and Table 4 (mode coverage).
+"""
+
+from __future__ import annotations
+
+from . import cyclical_synthetic
+
+__all__ = ["cyclical_synthetic"]

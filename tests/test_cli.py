@@ -1,0 +1,208 @@
+"""The sgsim command: run, reproduce, --version; and one figure script run as a module."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import paper_figures
+import sgsim
+from sgsim.cli import main
+from sgsim.io import read_result
+
+ROOT = Path(__file__).resolve().parents[1]
+FIG1 = "cyclical_fig1_schedules"
+
+RUN = [
+    "run",
+    "--target",
+    "mixture_25",
+    "--method",
+    "csgld",
+    "--n-steps",
+    "600",
+    "--n-chains",
+    "2",
+    "--seed",
+    "5",
+    "--step-size",
+    "0.05",
+    "--n-cycles",
+    "3",
+    "--explore-fraction",
+    "0.25",
+    "--quiet",
+]
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"sgsim {sgsim.__version__}"
+
+
+def test_run_writes_result_and_density(tmp_path, capsys):
+    assert main([*RUN, "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "density.png").read_bytes()[:4] == b"\x89PNG"
+    back = read_result(tmp_path / "result.nc")
+    direct = sgsim.sample(
+        "mixture_25", "csgld", 600, n_chains=2, seed=5, step_size=0.05, n_cycles=3, explore_fraction=0.25
+    )
+    np.testing.assert_array_equal(back.posterior["theta"].values, direct.posterior["theta"].values)
+    assert back.attrs["seed"] == 5
+    out = capsys.readouterr().out
+    assert "seed 5" in out
+    assert "mode coverage (r = 0.25, n-bar = 100)" in out
+    assert "moments:" in out
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_run_decreasing_schedule_and_gradient_noise(tmp_path):
+    argv = [
+        "run",
+        "--target",
+        "mixture_25",
+        "--method",
+        "sgld",
+        "--n-steps",
+        "300",
+        "--seed",
+        "2",
+        "--step-size",
+        "0.043",
+        "--decay",
+        "0.55",
+        "--hold",
+        "50",
+        "--grad-noise",
+        "1",
+        "--noise-correction",
+        "--quiet",
+        "--out",
+        str(tmp_path),
+    ]
+    assert main(argv) == 0
+    config = json.loads(read_result(tmp_path / "result.nc").attrs["sgsim_config"])
+    assert config["schedule"]["schedule"] == "polynomial_decay"
+    assert config["schedule"]["hold"] == 50
+    assert config["grad_noise_cov"] == [[1.0, 0.0], [0.0, 1.0]]
+    assert config["options"]["noise_correction"] is True
+
+
+@pytest.mark.parametrize(
+    ("change", "flag"),
+    [
+        ({"--step-size": "-1"}, "--step-size"),
+        ({"--target": "no_such_target"}, "--target"),
+        ({"--method": "sgld"}, "--explore-fraction"),  # a cyclical option given to plain SGLD
+        ({"--n-cycles": None}, "--n-cycles"),  # csgld without its number of cycles
+        ({"--explore-fraction": "1.5"}, "--explore-fraction"),
+        ({"--n-chains": "0"}, "--n-chains"),
+        ({"--seed": "-3"}, "--seed"),
+        ({"--n-steps": "ten"}, "--n-steps"),
+    ],
+)
+def test_bad_arguments_exit_2_and_name_the_flag(tmp_path, capsys, change, flag):
+    argv = list(RUN)
+    for key, value in change.items():
+        i = argv.index(key)
+        if value is None:
+            del argv[i : i + 2]
+        else:
+            argv[i + 1] = value
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err
+    assert not (tmp_path / "result.nc").exists()
+
+
+def test_hold_needs_decay(tmp_path, capsys):
+    argv = [
+        "run",
+        "--target",
+        "mixture_25",
+        "--method",
+        "sgld",
+        "--n-steps",
+        "10",
+        "--step-size",
+        "0.01",
+        "--hold",
+        "5",
+        "--out",
+        str(tmp_path),
+    ]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "--hold" in capsys.readouterr().err
+
+
+def test_reproduce_figure1_writes_report_with_table(tmp_path):
+    assert main(["reproduce", "--only", FIG1, "--out", str(tmp_path), "--quiet"]) == 0
+    report = (tmp_path / "report.md").read_text()
+    assert "| quantity | paper value | ours | note |" in report
+    assert "| mode | quick" in report
+    assert f"| sgsim version | {sgsim.__version__} |" in report
+    assert f"| seed | {paper_figures.DEFAULT_SEED} |" in report
+    assert "complete (1 of 1 sections finished)" in report
+    assert "## Figure 1" in report
+    assert (tmp_path / f"{FIG1}.png").read_bytes()[:4] == b"\x89PNG"
+    assert "](cyclical_fig1_schedules.png)" in report
+
+
+def test_reproduce_keeps_finished_sections_when_interrupted(tmp_path, monkeypatch):
+    class Interrupted:
+        name, title = "interrupted_entry", "An entry interrupted by Ctrl-C"
+
+        def run(self, *args, **kwargs):
+            raise KeyboardInterrupt
+
+    entries = (paper_figures.get_entry(FIG1), Interrupted())
+    monkeypatch.setattr(paper_figures, "FIGURES", entries)
+    assert main(["reproduce", "--out", str(tmp_path), "--quiet"]) == 130
+    report = (tmp_path / "report.md").read_text()
+    assert "interrupted (1 of 2 sections finished)" in report
+    assert "| quantity | paper value | ours | note |" in report
+    assert "An entry interrupted by Ctrl-C" in report.split("## Not finished")[1]
+
+
+def test_reproduce_reports_a_failing_section_and_goes_on(tmp_path, monkeypatch):
+    class Broken:
+        name, title = "broken_entry", "An entry that raises"
+
+        def run(self, *args, **kwargs):
+            raise RuntimeError("boom")
+
+    monkeypatch.setattr(paper_figures, "FIGURES", (Broken(), paper_figures.get_entry(FIG1)))
+    assert main(["reproduce", "--out", str(tmp_path), "--quiet"]) == 1
+    report = (tmp_path / "report.md").read_text()
+    assert "failed: broken_entry (2 of 2 sections finished)" in report
+    assert "`RuntimeError: boom`" in report
+    assert "## Figure 1" in report
+
+
+def test_reproduce_unknown_entry_and_list(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "--only", "fig99", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "argument --only" in capsys.readouterr().err
+    assert main(["reproduce", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(entry.name in listed for entry in paper_figures.FIGURES)
+
+
+def test_figure_script_runs_as_a_module(tmp_path):
+    # -W error: importing paper_figures must not pre-import the script run as __main__
+    cmd = [sys.executable, "-W", "error", "-m", f"paper_figures.{FIG1}", "--out", str(tmp_path), "--quiet"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "| quantity | paper value | ours | note |" in proc.stdout
+    assert (tmp_path / f"{FIG1}.md").is_file()
+    assert (tmp_path / f"{FIG1}.png").is_file()
