@@ -2,13 +2,21 @@
 
 Chains are independent: each runs in its own calls of the compiled kernel, with its own
 generator (see :mod:`sgsim.rng`), on a pool of threads (the kernels release the GIL).
-Steps are processed in blocks so that a progress bar can advance; a chain's state is
-carried from block to block, so the blocking never changes a bit of the result.
+Each thread takes the next chain not yet started and runs all of it, with no barrier
+between the threads. A chain's steps are processed in blocks so that a progress bar can
+advance; its state is carried from block to block, so the blocking never changes a bit
+of the result.
+
+All chains write into one ``(n_chains, n_draws, d)`` array, which becomes the posterior
+without a copy; the schedule's per-draw statistics, the same for every chain, are stored
+as read-only broadcast views. See ``benchmarks/`` for what a call costs.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -130,6 +138,10 @@ def prepare(target, method, n_steps=None, *, schedule=None, burn_in=0, thin=1, n
             raise TypeError(f"method {method.name!r} needs step_size (or an explicit schedule)")
         schedule = method.default_schedule(n_steps, **sched_kw)
     dyn_kw = method.validate(dyn_kw)
+    if noise_correction and dyn_kw.get("gamma_hat", 0.0) > 0:
+        raise ValueError(
+            f"gamma_hat must be 0 with noise_correction=True (the correction sets it per step), got {dyn_kw['gamma_hat']}"
+        )
     if burn_in >= schedule.n_steps:
         raise ValueError(f"burn_in must be < n_steps ({schedule.n_steps}), got {burn_in}")
     noise = _noise_model(target, method, schedule, dyn_kw, bool(noise_correction))
@@ -249,8 +261,14 @@ def sample(
         target, schedule and options, enough to replay the run.
     """
     run, steps = prepare(
-        target, method, n_steps, schedule=schedule, burn_in=burn_in, thin=thin,
-        noise_correction=noise_correction, **options,
+        target,
+        method,
+        n_steps,
+        schedule=schedule,
+        burn_in=burn_in,
+        thin=thin,
+        noise_correction=noise_correction,
+        **options,
     )
     n_chains = integer("n_chains", n_chains, low=1)
     seed = _rng.resolve_seed(seed)
@@ -261,9 +279,7 @@ def sample(
     tgt = run.target
 
     def default_init():
-        return np.stack([
-            _rng.init_generator(seed, c).uniform(tgt.init_low, tgt.init_high) for c in range(n_chains)
-        ])
+        return np.stack([_rng.init_generator(seed, c).uniform(tgt.init_low, tgt.init_high) for c in range(n_chains)])
 
     theta0 = _initial("init", init, n_chains, d, default_init)
     if "velocity" in run.method.state_names:
@@ -271,48 +287,64 @@ def sample(
     elif init_velocity is not None:
         raise TypeError(f"init_velocity applies to SGHMC methods only, not {run.method.name!r}")
 
-    # one allocation per chain, so that threads never share a cache line
-    states = []
-    for c in range(n_chains):
-        st = [np.array(theta0[c])]
-        if "velocity" in run.method.state_names:
-            st.append(np.array(v0[c]))
-        states.append(tuple(st))
-    outs = [np.full((run.n_draws, d), np.nan) for _ in range(n_chains)]
-    gens = [_rng.chain_generator(seed, c) for c in range(n_chains)]
+    # chain c owns row c of each array; the kernels keep their working state in buffers of
+    # their own and write it back when they return, so two threads never write the same
+    # cache line step after step
+    states = [np.array(theta0, dtype=np.float64, order="C")]
+    if "velocity" in run.method.state_names:
+        states.append(np.array(v0, dtype=np.float64, order="C"))
+    draws = np.empty((n_chains, run.n_draws, d))
     failed: dict[int, int] = {}
 
     n = run.schedule.n_steps
     bounds = list(range(0, n, _BLOCK_STEPS)) + [n]
+    blocks = list(itertools.pairwise(bounds))
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=n * n_chains, desc=f"{run.method.name} on {run.target.name}", unit="step")
+    # created here rather than in the workers: Python work there holds the GIL while the
+    # other thread wants it back after each kernel call, which made short chains slower
+    # on two threads than on one
+    gens = [_rng.chain_generator(seed, c) for c in range(n_chains)]
+    lock = threading.Lock()
+    queue = iter(range(n_chains))
 
-    def advance(c, k0, k1):
-        if c in failed:
-            return
-        k = run_chain(run, states[c], gens[c], outs[c], k0, k1)
-        if k >= 0:
-            failed[c] = k + 1
+    def work():
+        # take the next chain and run all its blocks: no barrier between the threads
+        while True:
+            with lock:
+                c = next(queue, None)
+            if c is None:
+                return
+            state = tuple(arr[c] for arr in states)
+            for k0, k1 in blocks:
+                k = run_chain(run, state, gens[c], draws[c], k0, k1)
+                if bar is not None:
+                    with lock:
+                        bar.update((k1 if k < 0 else n) - k0)
+                if k >= 0:
+                    failed[c] = k + 1
+                    break
 
     t0 = time.perf_counter()
     workers = max(1, min(n_threads, n_chains))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for k0, k1 in zip(bounds[:-1], bounds[1:]):
-            list(pool.map(lambda c: advance(c, k0, k1), range(n_chains)))
-            if bar is not None:
-                bar.update((k1 - k0) * n_chains)
+    if workers == 1:
+        work()
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for future in [pool.submit(work) for _ in range(workers)]:
+                future.result()
     elapsed = time.perf_counter() - t0
     if bar is not None:
         bar.close()
     if failed and on_divergence == "raise":
         raise DivergenceError(failed, run.method.name, run.target.name)
-    draws = np.stack(outs)
     diverged = np.zeros((n_chains, run.n_draws), bool)
     for c, k in failed.items():
         diverged[c] = steps + 1 >= k
+        draws[c, diverged[c]] = np.nan  # never written by the kernel
     if failed:
         warnings.warn(str(DivergenceError(failed, run.method.name, run.target.name)), RuntimeWarning, stacklevel=2)
 
@@ -327,12 +359,18 @@ def sample(
         "options": run.options,
         "grad_noise_cov": run.target.grad_noise_cov.tolist(),
     }
-    final = {name: np.stack([st[i] for st in states]) for i, name in enumerate(run.method.state_names)}
+    final = dict(zip(run.method.state_names, states, strict=True))
     return _to_inference_data(run, steps, draws, diverged, theta0, final, seed, config, elapsed, log_density)
 
 
 def _to_inference_data(run, steps, draws, diverged, theta0, final, seed, config, elapsed, log_density):
+    # The datasets are built directly: what az.from_dict would build, without its copies,
+    # its per-variable coordinate handling (most of the cost of a short run) or its
+    # "more chains than draws" guess, which is spurious here.
+    import datetime
+
     import arviz as az
+    import xarray as xr
 
     from . import __version__
 
@@ -340,7 +378,8 @@ def _to_inference_data(run, steps, draws, diverged, theta0, final, seed, config,
     sched = run.schedule
 
     def per_draw(x):
-        return np.broadcast_to(x[steps], (n_chains, steps.size)).copy()
+        # the schedule is shared by all chains: a read-only broadcast view, not n_chains copies
+        return np.broadcast_to(x[steps], (n_chains, steps.size))
 
     stats = {
         "step_size": per_draw(sched.step_size),
@@ -365,29 +404,31 @@ def _to_inference_data(run, steps, draws, diverged, theta0, final, seed, config,
         "target": run.target.name,
         "rng": "SeedSequence(seed, spawn_key=(chain, 0)) -> PCG64 per chain",
     }
-    coords = {"dim": np.arange(run.target.dim)}
-    dims = {"theta": ["dim"], "init": ["dim"], "final_theta": ["dim"], "final_velocity": ["dim"]}
-    constant = {"init": theta0}
-    for name, value in final.items():
-        constant[f"final_{name}"] = value
-    idata = az.from_dict(
-        posterior={"theta": draws},
-        sample_stats=stats,
-        coords=coords,
-        dims=dims,
-        attrs=attrs,
+    origin = az.rcParams["data.index_origin"]
+    chain = np.arange(origin, origin + n_chains)
+    draw = np.arange(origin, origin + draws.shape[1])
+    dim = np.arange(run.target.dim)
+
+    def stamped():
+        # the attributes az.from_dict gives the groups it creates
+        created = datetime.datetime.now(datetime.timezone.utc).isoformat()
+        return {"created_at": created, "arviz_version": az.__version__, **attrs}
+
+    posterior = xr.Dataset(
+        {"theta": (("chain", "draw", "dim"), draws)},
+        coords={"chain": chain, "draw": draw, "dim": dim},
+        attrs=stamped(),
+    )
+    sample_stats = xr.Dataset(
+        {k: (("chain", "draw"), v) for k, v in stats.items()},
+        coords={"chain": chain, "draw": draw},
+        attrs=stamped(),
     )
     # per-chain quantities (no draw dimension) go to their own group
-    import xarray as xr
-
-    ds = xr.Dataset(
+    constant = {"init": theta0, **{f"final_{name}": value for name, value in final.items()}}
+    constant_data = xr.Dataset(
         {k: (("chain", "dim"), v) for k, v in constant.items()},
-        coords={"chain": np.arange(n_chains), "dim": coords["dim"]},
+        coords={"chain": np.arange(n_chains), "dim": dim},
         attrs=attrs,
     )
-    idata.add_groups(constant_data=ds)
-    for group in ("posterior", "sample_stats"):
-        idata[group].attrs.update(attrs)
-    return idata
-
-
+    return az.InferenceData(posterior=posterior, sample_stats=sample_stats, constant_data=constant_data, attrs=attrs)

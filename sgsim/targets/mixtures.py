@@ -10,7 +10,8 @@ skipped: a step then costs one exponential per nearby component instead of one p
 component. The exponents are evaluated in the expanded form
 ``const_j + lin_j . x - half_prec_j |x|^2`` (d multiply-adds each); this perturbs the
 *weights* by a relative ``~ 1e-16 |x|^2 / s^2`` (1e-12 on the 25-Gaussian box) while the
-gradient keeps the exact differences ``x - mu_j``.
+gradient keeps the exact differences ``x - mu_j``. Two-dimensional mixtures get
+:func:`mixture_grad_u_2d`, the same arithmetic in the same order written for ``d = 2``.
 """
 
 from __future__ import annotations
@@ -74,6 +75,54 @@ def mixture_grad_u(x, params, out):
                 out[i] += c * (x[i] - means[j, i])
     for i in range(d):
         out[i] /= total
+
+
+@jit(inline=True)
+def _exponent_2d(j, x0, x1, sq, lin, const, half_prec):
+    return const[j] - half_prec[j] * sq + lin[j, 0] * x0 + lin[j, 1] * x1
+
+
+@jit
+def mixture_grad_u_2d(x, params, out):
+    """:func:`mixture_grad_u` for ``d = 2`` (every mixture of the papers), bit for bit.
+
+    The same operations in the same order, with the coordinates, the running maxima and the
+    gradient held in registers: about 40% faster. Two interleaved running maxima halve
+    the dependency chain of the search for the largest exponent (a maximum does not
+    depend on the order). A separate function rather than a branch on ``d`` inside
+    :func:`mixture_grad_u`: numba then adds atomic reference counting on ``params`` to
+    every call, which costs as much as the gain.
+    """
+    means, lin, const, half_prec = params
+    x0 = x[0]
+    x1 = x[1]
+    sq = _sq_norm(x)
+    n = const.shape[0]
+    m = n - n % 2
+    b0 = -np.inf
+    b1 = -np.inf
+    for j in range(0, m, 2):
+        e0 = _exponent_2d(j, x0, x1, sq, lin, const, half_prec)
+        e1 = _exponent_2d(j + 1, x0, x1, sq, lin, const, half_prec)
+        b0 = e0 if e0 > b0 else b0
+        b1 = e1 if e1 > b1 else b1
+    if m < n:
+        e0 = _exponent_2d(m, x0, x1, sq, lin, const, half_prec)
+        b0 = e0 if e0 > b0 else b0
+    best = b0 if b0 > b1 else b1
+    g0 = 0.0
+    g1 = 0.0
+    total = 0.0
+    for j in range(n):
+        e = _exponent_2d(j, x0, x1, sq, lin, const, half_prec) - best
+        if e > _SKIP:
+            w = math.exp(e)
+            total += w
+            c = w * 2.0 * half_prec[j]
+            g0 += c * (x0 - means[j, 0])
+            g1 += c * (x1 - means[j, 1])
+    out[0] = g0 / total
+    out[1] = g1 / total
 
 
 @jit
@@ -148,7 +197,7 @@ def gaussian_mixture(means, variance, weights=None, *, name="gaussian_mixture", 
     return Target(
         name=name,
         dim=d,
-        grad_u=mixture_grad_u,
+        grad_u=mixture_grad_u_2d if d == 2 else mixture_grad_u,
         log_density_fn=mixture_log_density,
         params=params,
         grad_noise_cov=np.zeros((d, d)),
