@@ -140,7 +140,7 @@ def prepare(target, method, n_steps=None, *, schedule=None, burn_in=0, thin=1, n
     dyn_kw = method.validate(dyn_kw)
     if noise_correction and dyn_kw.get("gamma_hat", 0.0) > 0:
         raise ValueError(
-            f"gamma_hat must be 0 with noise_correction=True (the correction sets it per step), got {dyn_kw['gamma_hat']}"
+            f"gamma_hat must be 0 with noise_correction=True (the correction sets it), got {dyn_kw['gamma_hat']}"
         )
     if burn_in >= schedule.n_steps:
         raise ValueError(f"burn_in must be < n_steps ({schedule.n_steps}), got {burn_in}")
