@@ -1,6 +1,7 @@
 """The one statistical assertion used by every Monte Carlo test (THEORY G).
 
-``assert_within_se`` checks ``|estimate - truth| <= z * se + bias`` elementwise. Each
+``assert_within_se`` checks ``|estimate - truth| <= z * se + bias`` elementwise;
+``check_gaussian_law`` applies it to the mean, variances and covariances of replicas. Each
 statistical test states in a comment how its ``se`` was derived, and runs a negative
 control: a wrong truth that the same call must reject.
 """
@@ -44,3 +45,22 @@ def assert_within_se(estimate, truth, se, z=5.0, bias=0.0, what="estimate"):
             f"  z-score  = {zscore[bad]}"
         )
     return zscore if zscore.ndim else float(zscore)
+
+
+def check_gaussian_law(x, mean, cov, what, z=5.0):
+    """Replica mean, variances and covariances of ``x`` (R, n) against an exact Gaussian law.
+
+    Failure messages contain "mean", "variance" or "covariance", so that a negative control
+    can say which moment it expects to be rejected.
+    """
+    n, d = x.shape
+    var = np.diag(cov)
+    # mean of R iid replicas: SE = sqrt(Sigma_ii / R)
+    assert_within_se(x.mean(0), mean, np.sqrt(var / n), z=z, what=f"{what}: mean")
+    c = np.atleast_2d(np.cov(x.T))
+    # sample variance of R iid Gaussian draws: SE = Sigma_ii sqrt(2 / (R - 1))
+    assert_within_se(np.diag(c), var, var * np.sqrt(2 / (n - 1)), z=z, what=f"{what}: variance")
+    i, j = np.triu_indices(d, 1)
+    # sample covariance: Var(S_ij) = (Sigma_ij^2 + Sigma_ii Sigma_jj) / R (THEORY G)
+    se = np.sqrt((cov[i, j] ** 2 + var[i] * var[j]) / n)
+    assert_within_se(c[i, j], cov[i, j], se, z=z, what=f"{what}: covariance")

@@ -9,11 +9,11 @@ Fixed seeds.
 
 import numpy as np
 import pytest
-import reference as R
-from stats import assert_within_se
+from stats import assert_within_se, check_gaussian_law
 
 import sgsim
 from sgsim import schedules, targets
+from sgsim.theory import exact_law
 
 P = np.array([[2.0, 0.5], [0.5, 1.0]])
 B = np.array([0.3, -0.2])
@@ -24,21 +24,6 @@ K, CYCLES, BETA = 300, 3, 0.3
 # keep one mid-run draw: the first sampling step of cycle 2 (step 131), right after an
 # exploration stage, where the law still remembers both the stage and the initial point
 MID = dict(burn_in=130, thin=1000)
-
-
-def check_gaussian_law(x, mean, cov, what):
-    """Replica mean, variances and covariances of ``x`` (R, d) against an exact Gaussian law."""
-    n, d = x.shape
-    var = np.diag(cov)
-    # mean of R iid replicas: SE = sqrt(Sigma_ii / R)
-    assert_within_se(x.mean(0), mean, np.sqrt(var / n), what=f"{what}: mean")
-    c = np.atleast_2d(np.cov(x.T))
-    # sample variance of R iid Gaussian draws: SE = Sigma_ii sqrt(2 / (R - 1))
-    assert_within_se(np.diag(c), var, var * np.sqrt(2 / (n - 1)), what=f"{what}: variance")
-    i, j = np.triu_indices(d, 1)
-    # sample covariance: Var(S_ij) = (Sigma_ij^2 + Sigma_ii Sigma_jj) / R (THEORY G)
-    se = np.sqrt((cov[i, j] ** 2 + var[i] * var[j]) / n)
-    assert_within_se(c[i, j], cov[i, j], se, what=f"{what}: covariance")
 
 
 def mid_and_final(result, *final_names):
@@ -58,17 +43,17 @@ def test_cyclical_sgld_matches_the_exact_law_f1():
     sched = schedules.cyclical(alpha0, CYCLES, K, BETA)
 
     def law(temperature):
-        return R.sgld_law(INIT, np.zeros((2, 2)), P, B, V, sched.step_size, temperature)
+        return exact_law.sgld_law(P, B, sched.step_size, temperature, V, init_mean=INIT)
 
-    means, covs = law(sched.temperature)
-    check_gaussian_law(mid, means[step - 1], covs[step - 1], "step 131")
-    check_gaussian_law(final, means[-1], covs[-1], "final step")
+    path = law(sched.temperature)
+    check_gaussian_law(mid, path.mean[step - 1], path.cov[step - 1], "step 131")
+    check_gaussian_law(final, path.mean[-1], path.cov[-1], "final step")
     # negative controls: injected variance alpha instead of 2 alpha (Welling-Teh's epsilon
     # read as the cSG alpha); exploration steps run at T = 1 instead of 0
     for wrong in (sched.temperature / 2, np.ones(K)):
-        w_means, w_covs = law(wrong)
+        w = law(wrong)
         with pytest.raises(AssertionError, match="variance"):
-            check_gaussian_law(mid, w_means[step - 1], w_covs[step - 1], "step 131, wrong law")
+            check_gaussian_law(mid, w.mean[step - 1], w.cov[step - 1], "step 131, wrong law")
 
 
 @pytest.mark.parametrize("correction, seed", [(False, 102), (True, 103)])
@@ -125,16 +110,17 @@ def test_cyclical_sghmc_matches_the_exact_law_f5():
     sched = schedules.cyclical(alpha0, CYCLES, K, BETA)
 
     def law(temperature, g):
-        m0 = np.concatenate([INIT, np.zeros(2)])  # v_0 = 0
-        return R.sghmc_law(m0, np.zeros((4, 4)), P, B, V, sched.step_size, temperature, eta, g)
+        # init_mean of theta alone: v_0 = 0
+        return exact_law.sghmc_law(P, B, sched.step_size, eta, temperature, V, init_mean=INIT, gamma_hat=g)
 
-    means, covs = law(sched.temperature, gamma_hat)
-    check_gaussian_law(mid, means[step - 1, :2], covs[step - 1, :2, :2], "step 131")
-    check_gaussian_law(final, means[-1], covs[-1], "final (theta, v)")
+    path = law(sched.temperature, gamma_hat)
+    theta = path.marginal(slice(0, 2))
+    check_gaussian_law(mid, theta.mean[step - 1], theta.cov[step - 1], "step 131")
+    check_gaussian_law(final, path.mean[-1], path.cov[-1], "final (theta, v)")
     # negative controls: exploration at T = 1; gamma_hat ignored (noise 2 eta alpha T)
-    w_means, w_covs = law(np.ones(K), gamma_hat)
+    w = law(np.ones(K), gamma_hat).marginal(slice(0, 2))
     with pytest.raises(AssertionError, match="variance"):
-        check_gaussian_law(mid, w_means[step - 1, :2], w_covs[step - 1, :2, :2], "no exploration")
-    w_means, w_covs = law(sched.temperature, 0.0)
+        check_gaussian_law(mid, w.mean[step - 1], w.cov[step - 1], "no exploration")
+    w = law(sched.temperature, 0.0)
     with pytest.raises(AssertionError, match="variance"):
-        check_gaussian_law(final, w_means[-1], w_covs[-1], "gamma_hat ignored")
+        check_gaussian_law(final, w.mean[-1], w.cov[-1], "gamma_hat ignored")

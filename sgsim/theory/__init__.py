@@ -1,5 +1,65 @@
 """Pure mathematics of the samplers: closed forms and exact laws. Imports no integrator."""
 
+from .convergence import (
+    Theorem1Terms,
+    TheoremConstants,
+    WeakErrorTerms,
+    assumption_constants,
+    csgld_bound,
+    discretisation_ratio,
+    harmonic_number,
+    kappa0_gaussian,
+    linear_gaussian_constants,
+    matched_h0,
+    sgld_bound,
+    strongly_convex_c3_c4,
+    theorem1_terms,
+    weak_error_terms,
+)
+from .distances import gaussian_kl, gaussian_w2, sqrtm_psd, w2_optimal_map
+from .exact_law import (
+    GaussianPath,
+    langevin_law,
+    momentum_sgd_law,
+    preconditioned_sgd_law,
+    sgd_law,
+    sgfs_law,
+    sghmc_law,
+    sgld_law,
+    stationary_covariance,
+    time_average_cov,
+)
 from .stationary import sghmc_scalar_stationary, sgld_scalar_stationary
 
-__all__ = ["sgld_scalar_stationary", "sghmc_scalar_stationary"]
+__all__ = [
+    "sgld_scalar_stationary",
+    "sghmc_scalar_stationary",
+    "GaussianPath",
+    "sgld_law",
+    "sgd_law",
+    "sghmc_law",
+    "momentum_sgd_law",
+    "preconditioned_sgd_law",
+    "sgfs_law",
+    "stationary_covariance",
+    "time_average_cov",
+    "langevin_law",
+    "sqrtm_psd",
+    "gaussian_w2",
+    "gaussian_kl",
+    "w2_optimal_map",
+    "TheoremConstants",
+    "Theorem1Terms",
+    "WeakErrorTerms",
+    "assumption_constants",
+    "kappa0_gaussian",
+    "strongly_convex_c3_c4",
+    "linear_gaussian_constants",
+    "harmonic_number",
+    "theorem1_terms",
+    "csgld_bound",
+    "sgld_bound",
+    "matched_h0",
+    "discretisation_ratio",
+    "weak_error_terms",
+]

@@ -1,0 +1,662 @@
+"""Exact laws of the samplers on linear-Gaussian targets (THEORY section F).
+
+On a quadratic potential with additive Gaussian gradient noise every sampler of sgsim is a
+linear recursion ``x_k = F_k x_{k-1} + c_k + xi_k``, ``Cov xi_k = Q_k`` (THEORY section 0), so
+from a Gaussian (or point) start the law of every iterate is Gaussian with
+
+``m_k = F_k m_{k-1} + c_k``,    ``S_k = F_k S_{k-1} F_k^T + Q_k``,
+
+for any sequence of step sizes and temperatures: constant, decreasing, cyclical with
+exploration stages at temperature 0. These laws are the deterministic, discrete-time truth
+against which the integrators are tested (no discretisation bias).
+
+Two unit systems, as in the papers (THEORY section 0; do not mix them):
+
+- the cyclical paper's ([cSG]) for :func:`sgld_law`, :func:`sgd_law`, :func:`sghmc_law`:
+  ``U(theta) = theta^T P theta / 2 - b^T theta``, stochastic gradient ``P theta - b + zeta``,
+  ``zeta ~ N(0, V)``; step ``alpha`` with drift ``alpha grad U`` and noise ``2 alpha T``;
+- [SGDVI]'s for :func:`momentum_sgd_law`, :func:`preconditioned_sgd_law`, :func:`sgfs_law`:
+  averaged loss ``L(theta) = theta^T A theta / 2`` (optimum at 0), minibatch gradient
+  ``A theta + noise`` with noise covariance ``C / S`` (``C`` the per-example gradient
+  covariance, ``S`` the batch size), learning rate ``epsilon``. SGD on ``U = N L`` with step
+  ``alpha`` is SGD on ``L`` with ``epsilon = N alpha``.
+
+Schedules (``step_size``, ``temperature``, ``lr``) are scalars or arrays whose last axis is
+the step ``k = 1..K``; leading axes broadcast, so many schedules are propagated at once.
+Nothing here imports an integrator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import solve_discrete_lyapunov
+
+from .._validate import finite_array, integer, real, spd_matrix
+
+__all__ = [
+    "GaussianPath",
+    "sgld_law",
+    "sgd_law",
+    "sghmc_law",
+    "momentum_sgd_law",
+    "preconditioned_sgd_law",
+    "sgfs_law",
+    "stationary_covariance",
+    "time_average_cov",
+    "langevin_law",
+]
+
+# step-major blocks of F_k and Q_k are built vectorised; this bounds their size (floats)
+_BLOCK_FLOATS = 1 << 19
+
+
+@dataclass(frozen=True)
+class GaussianPath:
+    """Gaussian laws of the iterates after steps ``1..K``.
+
+    Attributes
+    ----------
+    mean : ndarray, shape (..., K, n)
+        ``E x_k``; ``n = d``, or ``2d`` for the state ``(theta, v)``; leading axes are the
+        batch of schedules.
+    cov : ndarray, shape (..., K, n, n)
+        ``Cov x_k`` (symmetric).
+    """
+
+    mean: np.ndarray
+    cov: np.ndarray
+
+    @property
+    def n_steps(self) -> int:
+        """Number of steps ``K``."""
+        return int(self.mean.shape[-2])
+
+    def marginal(self, index) -> GaussianPath:
+        """The law of the components ``index`` (a slice or integer sequence) of the state.
+
+        ``path.marginal(slice(0, d))`` is the law of ``theta`` alone for a ``(theta, v)`` state.
+        """
+        idx = np.arange(self.mean.shape[-1])[index]
+        idx = np.atleast_1d(idx)
+        return GaussianPath(self.mean[..., idx], self.cov[..., idx[:, None], idx[None, :]])
+
+
+# ----------------------------------------------------------------------------- input checks
+
+
+def _square(name: str, value) -> np.ndarray:
+    arr = finite_array(name, value)
+    arr = np.atleast_2d(arr) if arr.ndim < 2 else arr
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
+        raise ValueError(f"{name} must be a square (d, d) matrix, got shape {arr.shape}")
+    return arr
+
+
+def _spd(name: str, value, dim: int | None = None, allow_singular: bool = False) -> np.ndarray:
+    arr = _square(name, value)
+    if dim is not None and arr.shape != (dim, dim):
+        raise ValueError(f"{name} must have shape ({dim}, {dim}), got {arr.shape}")
+    return spd_matrix(name, arr, arr.shape[0], allow_singular=allow_singular)
+
+
+def _noise_cov(name: str, value, dim: int) -> np.ndarray:
+    """``None`` -> 0, scalar ``s2`` -> ``s2 I``, else a symmetric PSD ``(d, d)`` matrix."""
+    if value is None:
+        return np.zeros((dim, dim))
+    if np.ndim(value) == 0:
+        s2 = real(name, float(finite_array(name, value)), 0.0)
+        return s2 * np.eye(dim)
+    return _spd(name, value, dim, allow_singular=True)
+
+
+def _sequences(named: dict, n_steps) -> tuple[dict, int]:
+    """Check per-step sequences (last axis = step) against each other; return them as arrays.
+
+    All get a last axis of the common length ``K``; leading axes must broadcast.
+    """
+    arrays = {name: finite_array(name, value) for name, value in named.items()}
+    lengths = {name: a.shape[-1] for name, a in arrays.items() if a.ndim}
+    if n_steps is not None:
+        n_steps = integer("n_steps", n_steps, low=1)
+    if lengths:
+        first = next(iter(lengths))
+        k = lengths[first]
+        for name, n in lengths.items():
+            if n != k:
+                raise ValueError(f"{name} has {n} steps (last axis) but {first} has {k}: schedules of unequal length")
+        if n_steps is not None and n_steps != k:
+            raise ValueError(f"{first} has {k} steps (last axis) but n_steps = {n_steps}")
+        if k == 0:
+            raise ValueError(f"{first} must have at least one step")
+    elif n_steps is None:
+        raise ValueError(f"n_steps is required when {' and '.join(named)} are scalars")
+    else:
+        k = n_steps
+    try:
+        np.broadcast_shapes(*(a.shape[:-1] for a in arrays.values() if a.ndim))
+    except ValueError:
+        shapes = {name: a.shape for name, a in arrays.items()}
+        raise ValueError(f"the leading (batch) axes of the schedules do not broadcast: {shapes}") from None
+    return {name: (a if a.ndim else np.full(k, float(a))) for name, a in arrays.items()}, k
+
+
+def _positive_seq(name: str, arr: np.ndarray) -> None:
+    if not np.all(arr > 0):
+        raise ValueError(f"{name} must be > 0 at every step, got min {arr.min():.4g}")
+
+
+def _nonnegative_seq(name: str, arr: np.ndarray) -> None:
+    if not np.all(arr >= 0):
+        raise ValueError(f"{name} must be >= 0 at every step, got min {arr.min():.4g}")
+
+
+def _init(init_mean, init_cov, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Initial law of an ``n``-dimensional state; for ``n = 2d`` a ``d``-dim one means ``v_0 = 0``."""
+    if init_mean is None:
+        m0 = np.zeros(n)
+    else:
+        m0 = finite_array("init_mean", init_mean)
+        if m0.ndim == 0 or m0.shape[-1] not in (n, d):
+            want = f"{n}" if n == d else f"{n} (theta, v) or {d} (theta, with v_0 = 0)"
+            raise ValueError(f"init_mean must have last axis {want}, got shape {m0.shape}")
+        if m0.shape[-1] != n:
+            m0 = np.concatenate([m0, np.zeros(m0.shape[:-1] + (n - d,))], axis=-1)
+    if init_cov is None:
+        s0 = np.zeros((n, n))
+    else:
+        s0 = finite_array("init_cov", init_cov)
+        if s0.ndim < 2 or s0.shape[-1] != s0.shape[-2] or s0.shape[-1] not in (n, d):
+            want = f"({n}, {n})" if n == d else f"({n}, {n}) (theta, v) or ({d}, {d}) (theta, with v_0 = 0)"
+            raise ValueError(f"init_cov must have trailing shape {want}, got {s0.shape}")
+        scale = np.maximum(1.0, np.abs(s0).max(axis=(-2, -1)))
+        if np.any(np.abs(s0 - np.swapaxes(s0, -1, -2)).max(axis=(-2, -1)) > 1e-12 * scale):
+            raise ValueError("init_cov must be symmetric")
+        s0 = 0.5 * (s0 + np.swapaxes(s0, -1, -2))
+        lam_min = np.linalg.eigvalsh(s0)[..., 0]
+        if np.any(lam_min < -1e-12 * scale):
+            raise ValueError(f"init_cov must be positive semidefinite (smallest eigenvalue {lam_min.min():.3g})")
+        if s0.shape[-1] != n:
+            pad = np.zeros(s0.shape[:-2] + (n, n))
+            pad[..., :d, :d] = s0
+            s0 = pad
+    return m0, s0
+
+
+# ----------------------------------------------------------------------------- the engine
+
+
+def _propagate(f0, f1, s, shift, noise, m0, s0) -> GaussianPath:
+    """Laws of ``x_k = (f0 + s_k f1) x_{k-1} + s_k shift + xi_k``, ``Cov xi_k = sum_j q_jk Q_j``.
+
+    ``s`` has shape (..., K); ``noise`` is a list of ``(q_j, Q_j)`` with ``q_j`` (..., K)
+    and ``Q_j`` (n, n); ``shift`` is an (n,) vector or None.
+    """
+    n = f0.shape[0]
+    k_steps = s.shape[-1]
+    batch = np.broadcast_shapes(s.shape[:-1], *(q.shape[:-1] for q, _ in noise), m0.shape[:-1], s0.shape[:-2])
+    nb = len(batch)
+
+    def step_major(x):
+        # (..., K) -> (K, *batch), so that the step loop indexes the first axis
+        return np.moveaxis(np.broadcast_to(x, batch + (k_steps,)), -1, 0)
+
+    s_k = step_major(s)
+    q_k = [(step_major(q), mat) for q, mat in noise]
+    # means are kept as columns (..., n, 1) so that one product serves batched and single runs
+    mean = np.empty((k_steps,) + batch + (n, 1))
+    cov = np.empty((k_steps,) + batch + (n, n))
+    m = np.array(np.broadcast_to(m0, batch + (n,)))[..., None]
+    cur = np.array(np.broadcast_to(s0, batch + (n, n)))
+    tmp = np.empty(batch + (n, n))
+    # np.dot is the cheapest call for single matrices; matmul broadcasts over the batch
+    mult = np.dot if not batch else np.matmul
+    per_step = n * n * max(1, int(np.prod(batch, dtype=np.int64)))
+    block = int(max(1, min(k_steps, _BLOCK_FLOATS // per_step)))
+    for k0 in range(0, k_steps, block):
+        k1 = min(k_steps, k0 + block)
+        sb = s_k[k0:k1][..., None, None]
+        f = f0 + sb * f1
+        ft = np.ascontiguousarray(np.swapaxes(f, -1, -2))
+        q = np.zeros(f.shape)
+        for qk, mat in q_k:
+            q += qk[k0:k1][..., None, None] * mat
+        c = None if shift is None else sb * shift[:, None]
+        for j in range(k1 - k0):
+            k = k0 + j
+            mult(f[j], m, out=mean[k])
+            m = mean[k]
+            if c is not None:
+                m += c[j]
+            mult(f[j], cur, out=tmp)
+            cur = cov[k]
+            mult(tmp, ft[j], out=cur)
+            cur += q[j]
+        # F S F^T is symmetric only up to rounding; symmetrise while the block is in cache
+        blk = cov[k0:k1]
+        blk += np.swapaxes(blk, -1, -2)
+        blk *= 0.5
+    return GaussianPath(np.moveaxis(mean[..., 0], 0, nb), np.moveaxis(cov, 0, nb))
+
+
+def _injected(alpha, temp, v, factor, corrected, noise_correction, friction_name=None):
+    """Coefficients ``(a_k, c_k)`` of the per-step noise ``a_k V + c_k I`` (THEORY A1, A2).
+
+    Without the correction ``a = alpha^2`` (gradient noise) and ``c = 2 factor alpha T``
+    (injected). With it, sampling steps (``T > 0``) carry ``2 corrected alpha T I`` in all:
+    the injected noise ``2 corrected alpha T I - alpha^2 V`` must then be PSD.
+    """
+    alpha, temp = np.broadcast_arrays(alpha, temp)
+    a = alpha**2
+    c = 2.0 * factor * alpha * temp
+    lam_max = float(np.linalg.eigvalsh(v)[-1])
+    if noise_correction and lam_max > 0:
+        hot = temp > 0
+        limit = 2.0 * corrected * temp
+        bad = hot & (alpha * lam_max > limit * (1 + 1e-12))
+        if np.any(bad):
+            k = np.argwhere(bad)[0]
+            who = f"2 * {friction_name} * temperature" if friction_name else "2 * temperature"
+            raise ValueError(
+                f"noise_correction needs step_size * max eig(grad_noise_cov) <= {who} at every sampling step "
+                f"(else the injected covariance is not PSD); at index {tuple(int(i) for i in k)} step_size = "
+                f"{alpha[tuple(k)]:.4g}, max eig = {lam_max:.4g}, temperature = {temp[tuple(k)]:.4g}"
+            )
+        a = np.where(hot, 0.0, alpha**2)
+        c = 2.0 * corrected * alpha * temp
+    return a, c
+
+
+# ----------------------------------------------------------------------------- [cSG] units
+
+
+def sgld_law(
+    precision,
+    shift,
+    step_size,
+    temperature=1.0,
+    grad_noise_cov=None,
+    init_mean=None,
+    init_cov=None,
+    noise_correction=False,
+    *,
+    n_steps=None,
+) -> GaussianPath:
+    """Law of every SGLD iterate on a linear-Gaussian target ([cSG] units; THEORY A1, F1).
+
+    ``theta_k = theta_{k-1} - alpha_k (P theta_{k-1} - b + zeta_k) + sqrt(2 alpha_k T_k) xi_k``,
+    ``zeta_k ~ N(0, V)``, so ``F_k = I - alpha_k P``, ``c_k = alpha_k b``,
+    ``Q_k = alpha_k^2 V + 2 alpha_k T_k I``. Exploration stages are steps with ``T_k = 0``.
+
+    Parameters
+    ----------
+    precision : array_like, shape (d, d)
+        ``P``, symmetric positive definite (Hessian of ``U``).
+    shift : array_like, shape (d,), or None
+        ``b`` (zero if None); the target is ``N(P^{-1} b, T P^{-1})``.
+    step_size : float or array_like, shape (..., K)
+        ``alpha_k > 0``; leading axes are a batch of schedules.
+    temperature : float or array_like, shape (..., K)
+        ``T_k >= 0``.
+    grad_noise_cov : float or array_like, shape (d, d), optional
+        ``V`` (a scalar means ``V I``); zero by default.
+    init_mean, init_cov : array_like, optional
+        Law of ``theta_0``, shapes (..., d) and (..., d, d); a point at 0 by default.
+    noise_correction : bool
+        As in :func:`sgsim.sample`: on steps with ``T_k > 0`` inject ``2 alpha_k T_k I -
+        alpha_k^2 V``, so the total is ``2 alpha_k T_k I``; needs ``alpha_k V <= 2 T_k I``.
+    n_steps : int, optional
+        ``K``; required only when ``step_size`` and ``temperature`` are both scalars.
+
+    Returns
+    -------
+    GaussianPath
+        Means (..., K, d) and covariances (..., K, d, d) of ``theta_1 .. theta_K``.
+    """
+    p = _spd("precision", precision)
+    d = p.shape[0]
+    b = np.zeros(d) if shift is None else finite_array("shift", shift, (d,))
+    v = _noise_cov("grad_noise_cov", grad_noise_cov, d)
+    seq, _ = _sequences({"step_size": step_size, "temperature": temperature}, n_steps)
+    alpha, temp = seq["step_size"], seq["temperature"]
+    _positive_seq("step_size", alpha)
+    _nonnegative_seq("temperature", temp)
+    a, c = _injected(alpha, temp, v, 1.0, 1.0, bool(noise_correction))
+    m0, s0 = _init(init_mean, init_cov, d, d)
+    eye = np.eye(d)
+    return _propagate(eye, -p, alpha, b, [(a, v), (c, eye)], m0, s0)
+
+
+def sgd_law(
+    precision, shift, step_size, grad_noise_cov=None, init_mean=None, init_cov=None, *, n_steps=None
+) -> GaussianPath:
+    """Law of every SGD iterate, i.e. SGLD at temperature 0 ([cSG] units; THEORY F1).
+
+    ``theta_k = theta_{k-1} - alpha_k (P theta_{k-1} - b + zeta_k)``, ``zeta_k ~ N(0, V)``:
+    ``F_k = I - alpha_k P``, ``Q_k = alpha_k^2 V``. In [SGDVI] units this is
+    :func:`preconditioned_sgd_law` with ``H = I``, ``A = P / N``, ``epsilon = N alpha`` and
+    ``C / S = V / N^2``. Parameters as in :func:`sgld_law`.
+    """
+    return sgld_law(precision, shift, step_size, 0.0, grad_noise_cov, init_mean, init_cov, n_steps=n_steps)
+
+
+def sghmc_law(
+    precision,
+    shift,
+    step_size,
+    friction,
+    temperature=1.0,
+    grad_noise_cov=None,
+    init_mean=None,
+    init_cov=None,
+    gamma_hat=0.0,
+    noise_correction=False,
+    *,
+    n_steps=None,
+) -> GaussianPath:
+    """Law of the SGHMC state ``(theta, v)`` in [cSG] order ([cSG] units; THEORY A2, F5).
+
+    ``theta_k = theta_{k-1} + v_{k-1}``, then
+    ``v_k = (1 - eta) v_{k-1} - alpha_k (P theta_k - b + zeta_k) + sqrt(2 (eta - gamma_hat) alpha_k T_k) xi_k``:
+    ``F_k = [[I, I], [-alpha_k P, (1 - eta) I - alpha_k P]]``, ``c_k = (0, alpha_k b)``,
+    ``Q_k = blockdiag(0, alpha_k^2 V + 2 (eta - gamma_hat) alpha_k T_k I)``. At ``T_k = 0``
+    (exploration) this is SGD with momentum ``1 - eta``.
+
+    Parameters
+    ----------
+    precision, shift, step_size, temperature, grad_noise_cov :
+        As in :func:`sgld_law`.
+    friction : float
+        ``eta`` in (0, 1].
+    init_mean, init_cov : array_like, optional
+        Law of ``(theta_0, v_0)``, shapes (..., 2d) and (..., 2d, 2d); or of ``theta_0``
+        alone, shapes (..., d) and (..., d, d), with ``v_0 = 0``. A point at 0 by default.
+    gamma_hat : float
+        ``gamma_hat`` in [0, eta], the gradient-noise estimate subtracted from the friction.
+    noise_correction : bool
+        As in :func:`sgsim.sample`: on steps with ``T_k > 0`` the total velocity noise is
+        ``2 eta alpha_k T_k I``; needs ``alpha_k V <= 2 eta T_k I`` and ``gamma_hat = 0``.
+    n_steps : int, optional
+        ``K``; required only when ``step_size`` and ``temperature`` are both scalars.
+
+    Returns
+    -------
+    GaussianPath
+        Means (..., K, 2d) and covariances (..., K, 2d, 2d) of ``(theta_k, v_k)``;
+        ``path.marginal(slice(0, d))`` is the law of ``theta_k``.
+    """
+    p = _spd("precision", precision)
+    d = p.shape[0]
+    b = np.zeros(d) if shift is None else finite_array("shift", shift, (d,))
+    v = _noise_cov("grad_noise_cov", grad_noise_cov, d)
+    eta = real("friction", friction, 0.0, 1.0, low_open=True)
+    gamma_hat = real("gamma_hat", gamma_hat, 0.0, eta)
+    if noise_correction and gamma_hat > 0:
+        raise ValueError(f"gamma_hat must be 0 with noise_correction=True (the correction sets it), got {gamma_hat}")
+    seq, _ = _sequences({"step_size": step_size, "temperature": temperature}, n_steps)
+    alpha, temp = seq["step_size"], seq["temperature"]
+    _positive_seq("step_size", alpha)
+    _nonnegative_seq("temperature", temp)
+    a, c = _injected(alpha, temp, v, eta - gamma_hat, eta, bool(noise_correction), "friction")
+    m0, s0 = _init(init_mean, init_cov, 2 * d, d)
+    eye, zero = np.eye(d), np.zeros((d, d))
+    f0 = np.block([[eye, eye], [zero, (1 - eta) * eye]])
+    f1 = np.block([[zero, zero], [-p, -p]])
+    return _propagate(
+        f0,
+        f1,
+        alpha,
+        np.concatenate([np.zeros(d), b]),
+        [(a, np.block([[zero, zero], [zero, v]])), (c, np.block([[zero, zero], [zero, eye]]))],
+        m0,
+        s0,
+    )
+
+
+# ----------------------------------------------------------------------------- [SGDVI] units
+
+
+def _sgdvi_inputs(a_mat, c_mat, lr, batch_size, n_steps):
+    a = _spd("A", a_mat)
+    d = a.shape[0]
+    c = _spd("C", c_mat, d, allow_singular=True)
+    s = real("batch_size", batch_size, 0.0, low_open=True)
+    seq, _ = _sequences({"lr": lr}, n_steps)
+    _positive_seq("lr", seq["lr"])
+    return a, c, s, seq["lr"], d
+
+
+def momentum_sgd_law(A, C, lr, momentum, batch_size, init_mean=None, init_cov=None, *, n_steps=None) -> GaussianPath:
+    """Law of the state ``(theta, v)`` of SGD with momentum in [SGDVI] order ([SGDVI] units; THEORY A5c, F5).
+
+    ``v_t = (1 - mu) v_{t-1} - epsilon_t g_S(theta_{t-1})``, then ``theta_t = theta_{t-1} + v_t``,
+    with ``g_S(theta) = A theta + noise``, ``Cov noise = C / S`` ([SGDVI] §4.3, eq. 23):
+    ``F_t = [[I - epsilon_t A, (1 - mu) I], [-epsilon_t A, (1 - mu) I]]``,
+    ``Q_t = (epsilon_t^2 / S) [[C, C], [C, C]]`` (the same noise enters ``v`` and ``theta``).
+    Its ``theta`` recursion is [cSG] SGHMC's at ``T = 0`` with ``eta = mu`` (THEORY A2); the
+    velocity differs by the update order.
+
+    Parameters
+    ----------
+    A : array_like, shape (d, d)
+        Hessian of the averaged loss, symmetric positive definite.
+    C : array_like, shape (d, d)
+        Per-example gradient covariance, symmetric positive semidefinite.
+    lr : float or array_like, shape (..., K)
+        ``epsilon_t > 0``; leading axes are a batch of schedules.
+    momentum : float
+        The damping ``mu`` in (0, 1] (``mu = 1`` is plain SGD; the momentum coefficient is
+        ``1 - mu``).
+    batch_size : float
+        ``S > 0``.
+    init_mean, init_cov : array_like, optional
+        Law of ``(theta_0, v_0)`` (shapes (..., 2d), (..., 2d, 2d)) or of ``theta_0`` alone
+        with ``v_0 = 0``; a point at 0 by default.
+    n_steps : int, optional
+        ``K``; required only when ``lr`` is a scalar.
+
+    Returns
+    -------
+    GaussianPath
+        Means (..., K, 2d) and covariances (..., K, 2d, 2d) of ``(theta_t, v_t)``.
+    """
+    a, c, s, eps, d = _sgdvi_inputs(A, C, lr, batch_size, n_steps)
+    mu = real("momentum", momentum, 0.0, 1.0, low_open=True)
+    m0, s0 = _init(init_mean, init_cov, 2 * d, d)
+    eye, zero = np.eye(d), np.zeros((d, d))
+    f0 = np.block([[eye, (1 - mu) * eye], [zero, (1 - mu) * eye]])
+    f1 = np.block([[-a, zero], [-a, zero]])
+    q = np.block([[c, c], [c, c]]) / s
+    return _propagate(f0, f1, eps, None, [(eps**2, q)], m0, s0)
+
+
+def preconditioned_sgd_law(A, C, H, lr, batch_size, init_mean=None, init_cov=None, *, n_steps=None) -> GaussianPath:
+    """Law of every iterate of preconditioned constant SGD ([SGDVI] units; THEORY A5b, F2).
+
+    ``theta_t = theta_{t-1} - epsilon_t H g_S(theta_{t-1})``, ``Cov g_S = C / S`` about
+    ``A theta``: ``F_t = I - epsilon_t H A``, ``Q_t = epsilon_t^2 H C H / S``. The paper's
+    form (H absorbs epsilon, §4.1 eqs. 18-19) is ``lr = 1``; ``H = I`` is plain constant SGD
+    (eq. 5).
+
+    Parameters
+    ----------
+    A, C : array_like, shape (d, d)
+        Hessian of the averaged loss (SPD) and per-example gradient covariance (PSD).
+    H : array_like, shape (d, d)
+        Preconditioner, symmetric positive definite.
+    lr : float or array_like, shape (..., K)
+        ``epsilon_t > 0``.
+    batch_size : float
+        ``S > 0``.
+    init_mean, init_cov : array_like, optional
+        Law of ``theta_0`` ((..., d), (..., d, d)); a point at 0 by default.
+    n_steps : int, optional
+        ``K``; required only when ``lr`` is a scalar.
+
+    Returns
+    -------
+    GaussianPath
+        Means (..., K, d) and covariances (..., K, d, d).
+    """
+    a, c, s, eps, d = _sgdvi_inputs(A, C, lr, batch_size, n_steps)
+    h = _spd("H", H, d)
+    m0, s0 = _init(init_mean, init_cov, d, d)
+    return _propagate(np.eye(d), -h @ a, eps, None, [(eps**2, h @ c @ h / s)], m0, s0)
+
+
+def sgfs_law(A, C, H, E, lr, batch_size, init_mean=None, init_cov=None, *, n_steps=None) -> GaussianPath:
+    """Law of every SGFS iterate ([SGDVI] units; THEORY A5e, C12, F4).
+
+    ``theta_t = theta_{t-1} - epsilon_t H g_S(theta_{t-1}) + epsilon_t H E zeta_t``,
+    ``zeta_t ~ N(0, I)`` ([SGDVI] §5.2, eq. 26, with the injected noise on the gradient's
+    scale epsilon, as reconstructed in THEORY A5e): ``F_t = I - epsilon_t H A``,
+    ``Q_t = epsilon_t^2 H (C / S + E E^T) H``. An implementation that injects
+    ``sqrt(epsilon) H E zeta`` instead corresponds to ``E E^T / epsilon`` here.
+
+    Parameters
+    ----------
+    A, C : array_like, shape (d, d)
+        Hessian of the averaged loss (SPD) and per-example gradient covariance (PSD).
+    H : array_like, shape (d, d)
+        Preconditioner, symmetric positive definite (Theorem 5's optimum is
+        ``2 (C + E E^T)^{-1} / (epsilon N)``).
+    E : array_like, shape (d, d)
+        Any square noise factor; ``E E^T`` is the injected covariance.
+    lr : float or array_like, shape (..., K)
+        ``epsilon_t > 0``.
+    batch_size : float
+        ``S > 0`` (the paper has ``S = 1``).
+    init_mean, init_cov : array_like, optional
+        Law of ``theta_0``; a point at 0 by default.
+    n_steps : int, optional
+        ``K``; required only when ``lr`` is a scalar.
+
+    Returns
+    -------
+    GaussianPath
+        Means (..., K, d) and covariances (..., K, d, d).
+    """
+    a, c, s, eps, d = _sgdvi_inputs(A, C, lr, batch_size, n_steps)
+    h = _spd("H", H, d)
+    e = finite_array("E", E, (d, d))
+    q = h @ (c / s + e @ e.T) @ h
+    m0, s0 = _init(init_mean, init_cov, d, d)
+    return _propagate(np.eye(d), -h @ a, eps, None, [(eps**2, 0.5 * (q + q.T))], m0, s0)
+
+
+# ----------------------------------------------------------------------------- stationary laws, averages
+
+
+def _spectral_radius(f: np.ndarray) -> float:
+    return float(np.max(np.abs(np.linalg.eigvals(f))))
+
+
+def stationary_covariance(F, Q) -> np.ndarray:
+    """Stationary covariance of ``x' = F x + xi``, ``Cov xi = Q``: ``P = F P F^T + Q`` (THEORY 0).
+
+    Solved with :func:`scipy.linalg.solve_discrete_lyapunov` (backward stable).
+
+    Parameters
+    ----------
+    F : array_like, shape (n, n)
+        Transition matrix with spectral radius < 1.
+    Q : array_like, shape (n, n)
+        Noise covariance, symmetric positive semidefinite.
+
+    Raises
+    ------
+    ValueError
+        If the spectral radius of ``F`` is >= 1 (no stationary law).
+    """
+    f = _square("F", F)
+    n = f.shape[0]
+    q = _spd("Q", Q, n, allow_singular=True)
+    rho = _spectral_radius(f)
+    if not rho < 1:
+        raise ValueError(f"F must have spectral radius < 1 for a stationary law, got {rho:.6g}")
+    p = solve_discrete_lyapunov(f, q)
+    return 0.5 * (p + p.T)
+
+
+def time_average_cov(F, P, T) -> np.ndarray:
+    """Covariance of the time average ``(1/T) sum_{t=1}^T x_t`` of a stationary VAR(1) (THEORY F6).
+
+    ``Cov = (1/T^2) [T P + sum_{k=1}^{T-1} (T - k) (F^k P + P F^{kT})]``, using
+    ``Cov(x_{t+k}, x_t) = F^k P``. Evaluated in ``O(log T)`` matrix products by doubling the
+    partial sums ``W_T = sum_{k<T} (T - k) F^k`` (every term is added, none subtracted, so
+    ``F`` near ``I`` loses no accuracy), as ``(W_T P + P W_T^T - T P) / T^2``.
+
+    Parameters
+    ----------
+    F : array_like, shape (n, n)
+        Transition matrix of ``x_{t+1} = F x_t + xi_t``.
+    P : array_like, shape (n, n)
+        Stationary covariance of ``x_t`` (see :func:`stationary_covariance`).
+    T : int
+        Window length, >= 1.
+    """
+    f = _square("F", F)
+    n = f.shape[0]
+    p = _spd("P", P, n, allow_singular=True)
+    t = integer("T", T, low=1)
+    eye = np.eye(n)
+    # (F^m, sum_{k<m} F^k, sum_{k<m} (m - k) F^k) for a block of m steps; blocks concatenate as
+    # W_{m+l} = W_m + l S_m + F^m W_l, S_{m+l} = S_m + F^m S_l
+    power, s_sum, w_sum, m = eye, np.zeros((n, n)), np.zeros((n, n)), 0
+    for bit in bin(t)[2:]:
+        power, s_sum, w_sum, m = power @ power, s_sum + power @ s_sum, w_sum + m * s_sum + power @ w_sum, 2 * m
+        if bit == "1":
+            power, s_sum, w_sum, m = power @ f, s_sum + power, w_sum + s_sum + power, m + 1
+    cov = (w_sum @ p + p @ w_sum.T - t * p) / t**2
+    return 0.5 * (cov + cov.T)
+
+
+def langevin_law(precision, shift, t, init_mean=None, init_cov=None, *, temperature=1.0):
+    """Law of the Langevin diffusion ``d theta = -(P theta - b) dt + sqrt(2 T) dW`` (THEORY F7).
+
+    ``m_t = theta* + e^{-Pt} (m_0 - theta*)``,
+    ``S_t = T P^{-1} + e^{-Pt} (S_0 - T P^{-1}) e^{-Pt}``, ``theta* = P^{-1} b``, computed in the
+    eigenbasis of ``P`` (with ``expm1`` so that small ``t`` keeps its accuracy). It contracts in
+    W2 at rate ``lambda_min(P)``: ``W2(nu_t, nu_inf) <= e^{-lambda_min t} W2(nu_0, nu_inf)``.
+    One unit of time is ``sum_k alpha_k`` of [cSG] steps.
+
+    Parameters
+    ----------
+    precision : array_like, shape (d, d)
+        ``P``, symmetric positive definite.
+    shift : array_like, shape (d,), or None
+        ``b`` (zero if None).
+    t : float or array_like
+        Times >= 0, any shape.
+    init_mean, init_cov : array_like, optional
+        Law of ``theta_0``, shapes (d,), (d, d); a point at 0 by default.
+    temperature : float
+        ``T >= 0`` (1 in F7).
+
+    Returns
+    -------
+    mean : ndarray, shape t.shape + (d,)
+    cov : ndarray, shape t.shape + (d, d)
+    """
+    p = _spd("precision", precision)
+    d = p.shape[0]
+    b = np.zeros(d) if shift is None else finite_array("shift", shift, (d,))
+    times = finite_array("t", t)
+    if np.any(times < 0):
+        raise ValueError(f"t must be >= 0, got min {times.min():.4g}")
+    temp = real("temperature", temperature, 0.0)
+    m0 = np.zeros(d) if init_mean is None else finite_array("init_mean", init_mean, (d,))
+    s0 = np.zeros((d, d)) if init_cov is None else _spd("init_cov", init_cov, d, allow_singular=True)
+    lam, u = np.linalg.eigh(p)
+    star = u.T @ b / lam
+    e = np.exp(-times[..., None] * lam)  # (..., d)
+    mean_e = star + e * (u.T @ m0 - star)
+    s0_e = u.T @ s0 @ u
+    # T/lam (1 - e^{-2 lam t}) on the diagonal, without cancellation at small t
+    diag = -temp * np.expm1(-2.0 * times[..., None] * lam) / lam
+    cov_e = e[..., :, None] * s0_e * e[..., None, :]
+    cov_e[..., np.arange(d), np.arange(d)] += diag
+    mean = mean_e @ u.T
+    cov = u @ cov_e @ u.T
+    return mean, 0.5 * (cov + np.swapaxes(cov, -1, -2))
