@@ -48,6 +48,7 @@ FIGURES: tuple[FigureEntry, ...] = (
     FigureEntry("cyclical_fig2_parallel", "Figure 2: 25-Gaussian mixture, 4 parallel chains"),
     FigureEntry("cyclical_fig5_single", "Figure 5: 25-Gaussian mixture, a single chain"),
     FigureEntry("cyclical_table4_coverage", "Table 4: mode coverage on the 25-Gaussian mixture"),
+    FigureEntry("cyclical_table1_ess", "Table 1: median ESS, Bayesian logistic regression (Australian, German, Heart)"),
 )
 
 

@@ -7,7 +7,8 @@ A user ``seed`` (a non-negative integer) is the entropy of a
 ``(c,)``, which is exactly ``SeedSequence(seed).spawn(n)[c]`` for any ``n > c``. From it
 two children are derived by key:
 
-* ``(c, 0)`` drives the chain's steps (the Gaussian noise, and later minibatch indices);
+* ``(c, 0)`` drives the chain's steps: the Gaussian noise and, for targets with a
+  stochastic gradient, the minibatch indices (drawn at each step before its noise);
 * ``(c, 1)`` draws the chain's initial point when the user gives none.
 
 Each child seeds a PCG64 :class:`numpy.random.Generator`, which is passed into the

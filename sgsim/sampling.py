@@ -163,13 +163,19 @@ def _resolve_target(target):
     return target
 
 
-def run_chain(run: ChainRun, state, gen, out, k0=0, k1=None, injected=None) -> int:
+def run_chain(run: ChainRun, state, gen, out, k0=0, k1=None, injected=None, work=None) -> int:
     """Advance one chain in place over steps ``[k0, k1)``; return the failing step or -1.
 
     ``injected`` (shape ``(n_steps, d)``) replaces the generator's standard normals; ``gen``
-    may then be None.
+    may then be None unless the target's gradient is stochastic (it draws its minibatches
+    from ``gen``). ``work`` is the chain's copy of ``target.workspace``, updated in place;
+    pass the same buffer to every block of one chain (a fresh copy is used if omitted).
     """
     k1 = run.schedule.n_steps if k1 is None else k1
+    tgt = run.target
+    work = tgt.new_workspace() if work is None else tgt.check_workspace(work)
+    if gen is None and tgt.stochastic_grad_u is not None:
+        raise TypeError(f"target {tgt.name!r} draws minibatches from the chain's generator: gen must be given")
     if injected is None:
         injected = np.empty((0, run.target.dim))
     else:
@@ -180,7 +186,7 @@ def run_chain(run: ChainRun, state, gen, out, k0=0, k1=None, injected=None) -> i
         gen = np.random.default_rng(0)  # unused: same compiled signature as a real run
     return int(
         run.method.run_chain(
-            state, gen, run.target, int(k0), int(k1), run.schedule, run.options, run.noise, run.store, out, injected
+            state, gen, work, tgt, int(k0), int(k1), run.schedule, run.options, run.noise, run.store, out, injected
         )
     )
 
@@ -233,8 +239,9 @@ def sample(
         An explicit schedule (e.g. :func:`sgsim.schedules.polynomial_decay`); replaces the
         method's schedule options.
     noise_correction : bool
-        Reduce the injected noise by the target's gradient-noise covariance so the total
-        noise is exact (THEORY A1, A2).
+        Reduce the injected noise by the target's emulated gradient-noise covariance
+        ``grad_noise_cov`` so the total noise is exact (THEORY A1, A2). It does not see the
+        noise of a genuine minibatch gradient (``target.stochastic_grad_u``).
     on_divergence : {"raise", "mark"}
         A chain whose state becomes non-finite stops. ``"raise"`` (default) raises
         :class:`DivergenceError` naming each such chain and step; ``"mark"`` warns, keeps
@@ -319,8 +326,9 @@ def sample(
             if c is None:
                 return
             state = tuple(arr[c] for arr in states)
+            work = run.target.new_workspace()  # the chain's minibatch state, carried across blocks
             for k0, k1 in blocks:
-                k = run_chain(run, state, gens[c], draws[c], k0, k1)
+                k = run_chain(run, state, gens[c], draws[c], k0, k1, work=work)
                 if bar is not None:
                     with lock:
                         bar.update((k1 if k < 0 else n) - k0)
@@ -359,6 +367,8 @@ def sample(
         "options": run.options,
         "grad_noise_cov": run.target.grad_noise_cov.tolist(),
     }
+    if run.target.stochastic_grad_u is not None:
+        config["stochastic_gradient"] = run.target.extras.get("stochastic_gradient", "stochastic_grad_u")
     final = dict(zip(run.method.state_names, states, strict=True))
     return _to_inference_data(run, steps, draws, diverged, theta0, final, seed, config, elapsed, log_density)
 
@@ -402,7 +412,7 @@ def _to_inference_data(run, steps, draws, diverged, theta0, final, seed, config,
         "sgsim_config": json.dumps(config, sort_keys=True),
         "method": run.method.name,
         "target": run.target.name,
-        "rng": "SeedSequence(seed, spawn_key=(chain, 0)) -> PCG64 per chain",
+        "rng": "SeedSequence(seed, spawn_key=(chain, 0)) -> PCG64 per chain (Gaussian noise and minibatches)",
     }
     origin = az.rcParams["data.index_origin"]
     chain = np.arange(origin, origin + n_chains)

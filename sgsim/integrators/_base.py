@@ -52,7 +52,11 @@ class Method:
         ``2 * factor * alpha_k * T_k``; with the gradient-noise correction the total
         variance is ``2 * corrected_factor * alpha_k * T_k``.
     run_chain : callable
-        Runs one chain over a range of steps: see :mod:`sgsim.sampling`.
+        ``run_chain(state, gen, work, target, k0, k1, schedule, options, noise, store, out,
+        injected) -> int`` runs one chain over steps ``[k0, k1)`` in place (``state``: the
+        chain's arrays named by ``state_names``; ``gen``: its generator; ``work``: its copy of
+        ``target.workspace``) and returns the first non-finite step or -1: see
+        :mod:`sgsim.sampling`.
     state_names : tuple of str
         Names of the per-chain state arrays (``("theta",)`` or ``("theta", "velocity")``).
     """

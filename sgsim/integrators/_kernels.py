@@ -18,6 +18,17 @@ law to drawing the two separately and halves the random numbers drawn.
 at step ``k`` by ``injected[k]``; the tests use it to compare with the NumPy reference
 exactly.
 
+Gradients
+---------
+``grad_u(theta, params, out)`` is the target's exact gradient. ``stochastic_grad_u`` is
+either None or the target's compiled ``stochastic_grad_u(theta, params, out, gen, work)``,
+which draws its own randomness (minibatch indices) from the chain's generator and keeps
+per-chain state in ``work`` (an int64 buffer owned by the chain, e.g. the permutation of
+the data that sampling without replacement shuffles in place). numba compiles a kernel
+once per argument type and prunes the ``is None`` branch at compile time, so the
+exact-gradient path is the same machine code as a kernel without the option. In a step
+the stochastic gradient is drawn before the step's Gaussian noise.
+
 Speed
 -----
 The chain's state is copied into buffers the kernel allocates, and written back when it
@@ -77,14 +88,36 @@ def _finite(x):
 
 
 @jit(cache=False)
-def sgld_chain(theta, gen, grad_u, params, k0, k1, alpha, noise_a, noise_c, lam, rotate, basis, store, out, injected):
+def sgld_chain(
+    theta,
+    gen,
+    grad_u,
+    stochastic_grad_u,
+    params,
+    work,
+    k0,
+    k1,
+    alpha,
+    noise_a,
+    noise_c,
+    lam,
+    rotate,
+    basis,
+    store,
+    out,
+    injected,
+):
     """SGLD ``theta_k = theta_{k-1} - alpha_k (grad U(theta_{k-1}) + zeta_k) + sqrt(2 alpha_k T_k) xi_k``."""
     d = theta.shape[0]
     x = _copy(theta, np.empty(d))
     g = np.empty(d)
     z = np.empty(d)
     for k in range(k0, k1):
-        grad_u(x, params, g)
+        # pruned at compile time: one specialisation per gradient kind
+        if stochastic_grad_u is None:
+            grad_u(x, params, g)
+        else:
+            stochastic_grad_u(x, params, g, gen, work)
         a = alpha[k]
         if _draw(k, gen, injected, noise_a, noise_c, lam, z):
             for i in range(d):
@@ -109,7 +142,9 @@ def sghmc_chain(
     velocity,
     gen,
     grad_u,
+    stochastic_grad_u,
     params,
+    work,
     k0,
     k1,
     alpha,
@@ -135,7 +170,10 @@ def sghmc_chain(
     for k in range(k0, k1):
         for i in range(d):
             x[i] += v[i]
-        grad_u(x, params, g)
+        if stochastic_grad_u is None:
+            grad_u(x, params, g)
+        else:
+            stochastic_grad_u(x, params, g, gen, work)
         a = alpha[k]
         if _draw(k, gen, injected, noise_a, noise_c, lam, z):
             for i in range(d):

@@ -43,14 +43,16 @@ def _injection(options: dict) -> tuple[float, float]:
     return options["friction"] - options["gamma_hat"], options["friction"]
 
 
-def _run_chain(state, gen, target, k0, k1, schedule, options, noise, store, out, injected):
+def _run_chain(state, gen, work, target, k0, k1, schedule, options, noise, store, out, injected):
     theta, velocity = state
     return sghmc_chain(
         theta,
         velocity,
         gen,
         target.grad_u,
+        target.stochastic_grad_u,
         target.params,
+        work,
         k0,
         k1,
         schedule.step_size,

@@ -39,13 +39,15 @@ def _injection(options: dict) -> tuple[float, float]:
     return 1.0, 1.0
 
 
-def _run_chain(state, gen, target, k0, k1, schedule, options, noise, store, out, injected):
+def _run_chain(state, gen, work, target, k0, k1, schedule, options, noise, store, out, injected):
     (theta,) = state
     return sgld_chain(
         theta,
         gen,
         target.grad_u,
+        target.stochastic_grad_u,
         target.params,
+        work,
         k0,
         k1,
         schedule.step_size,

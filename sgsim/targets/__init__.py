@@ -9,6 +9,7 @@ from ._base import Target
 from .exponential import exponential_mixture
 from .gaussian import linear_gaussian, standard_gaussian
 from .mixtures import gaussian_mixture, mixture_3x3, mixture_25
+from .regression import data_target, logistic_regression
 
 __all__ = [
     "Target",
@@ -20,6 +21,8 @@ __all__ = [
     "exponential_mixture",
     "linear_gaussian",
     "standard_gaussian",
+    "data_target",
+    "logistic_regression",
 ]
 
 TARGETS = {

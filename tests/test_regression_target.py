@@ -1,0 +1,389 @@
+"""Data-backed targets (sgsim.targets.regression): exact gradient against finite differences
+and the NumPy oracle, the minibatch gradient's law (THEORY section 0), the kernels driven
+by it against the oracle given the same indices and normals, and reproducibility."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+
+import numba
+import numpy as np
+import pytest
+import reference_data as RD
+from stats import assert_within_se
+
+import sgsim
+from sgsim import datasets, targets
+from sgsim.sampling import prepare, run_chain
+from sgsim.targets import regression
+
+X_HEART, Y_HEART = datasets.load_heart(standardise=False)
+
+
+def heart(batch_size=None, replace=False, prior_scale=2.0):
+    return regression.logistic_regression(
+        X_HEART, Y_HEART, prior_scale=prior_scale, batch_size=batch_size, replace=replace
+    )
+
+
+def small(batch_size=5, replace=False, n=40):
+    # a subset keeps the reference loops short
+    return regression.logistic_regression(
+        X_HEART[:n, :4], Y_HEART[:n], prior_scale=1.5, batch_size=batch_size, replace=replace
+    )
+
+
+def theta_at(target, seed=0, scale=0.3):
+    return scale * np.random.default_rng(seed).standard_normal(target.dim)
+
+
+# ----------------------------------------------------------------------------- exact gradient
+
+
+def test_standardised_design_has_an_intercept_and_unit_columns():
+    t = heart()
+    X = t.extras["X"]
+    assert t.dim == 14 and X.shape == (270, 14)
+    assert np.all(X[:, 0] == 1.0)
+    np.testing.assert_allclose(X[:, 1:].mean(axis=0), 0.0, atol=1e-13)
+    np.testing.assert_allclose(X[:, 1:].std(axis=0), 1.0, rtol=1e-13)
+    np.testing.assert_allclose(t.extras["prior_precision"], 0.25)
+    assert t.stochastic_grad_u is None and t.workspace.size == 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gradient_matches_central_finite_differences_of_the_log_density(seed):
+    t = heart()
+    theta = theta_at(t, seed)
+    h = 1e-5
+    fd = np.array([(t.log_density(theta - h * e) - t.log_density(theta + h * e)) / (2 * h) for e in np.eye(t.dim)])
+    g = t.gradient(theta)
+    # central differences: O(h^2) truncation plus rounding |U| eps / h ~ 1e-9
+    assert np.max(np.abs(fd - g)) < 1e-6 * max(1.0, np.max(np.abs(g)))
+
+
+def test_gradient_and_log_density_match_the_numpy_oracle():
+    t = heart()
+    X, y, prec = t.extras["X"], t.extras["y"], t.extras["prior_precision"]
+    for seed in range(3):
+        theta = theta_at(t, seed, scale=2.0)
+        g = RD.logistic_grad_u(theta, X, y, prec)
+        assert np.max(np.abs(t.gradient(theta) - g)) < 1e-12 * max(1.0, np.max(np.abs(g)))
+        lp = RD.logistic_log_density(theta, X, y, prec)
+        assert abs(t.log_density(theta) - lp) < 1e-12 * abs(lp)
+        np.testing.assert_allclose(
+            regression.per_example_gradients(t, theta), RD.example_gradients(theta, X, y), rtol=0, atol=1e-14
+        )
+
+
+def test_log_likelihood_is_stable_for_large_linear_predictors():
+    t = regression.data_target(regression.LOGISTIC, [[1.0], [-1.0]], [1.0, 0.0], prior_precision=1e-6, name="separable")
+    theta = np.array([800.0])  # e^800 overflows; log(1 + e^-800) does not
+    assert np.isfinite(t.log_density(theta)) and abs(t.log_density(theta) + 0.5e-6 * 800**2) < 1e-9
+    assert np.all(np.isfinite(t.gradient(theta)))
+
+
+def test_full_batch_without_replacement_is_the_exact_gradient():
+    t = small(batch_size=40)
+    theta = theta_at(t)
+    draws = t.stochastic_gradient(theta, np.random.default_rng(0), 5)
+    # the same sum in another order: equal up to rounding
+    np.testing.assert_allclose(draws, np.broadcast_to(t.gradient(theta), draws.shape), rtol=1e-12, atol=1e-12)
+    assert t.extras["noise_factor"] == 0.0
+
+
+def test_the_machinery_takes_another_likelihood():
+    # linear regression with known noise precision tau: U is quadratic, so grad U must equal
+    # that of the linear-Gaussian target with P = tau X^T X + Lambda, b = tau X^T y
+    @numba.njit
+    def log_lik(theta, X, i, y, lik):
+        r = y[i] - X[i] @ theta
+        return -0.5 * lik[0] * r * r
+
+    @numba.njit
+    def grad_log_lik(theta, X, i, y, lik, weight, out):
+        r = lik[0] * (y[i] - X[i] @ theta) * weight
+        for j in range(theta.shape[0]):
+            out[j] += r * X[i, j]
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((30, 3))
+    y = rng.standard_normal(30)
+    tau, lam = 2.0, np.array([0.5, 1.0, 2.0])
+    t = regression.data_target(
+        regression.Likelihood("gaussian", log_lik, grad_log_lik), X, y, prior_precision=lam, lik_params=[tau],
+        batch_size=7,
+    )  # fmt: skip
+    lg = targets.linear_gaussian(tau * X.T @ X + np.diag(lam), tau * X.T @ y)
+    theta = rng.standard_normal(3)
+    np.testing.assert_allclose(t.gradient(theta), lg.gradient(theta), rtol=1e-12, atol=1e-12)
+    assert t.stochastic_gradient(theta, np.random.default_rng(0), 3).shape == (3, 3)
+
+
+# ----------------------------------------------------------------------------- minibatch law (THEORY 0)
+
+
+def _moments(draws):
+    """Sample mean and covariance of iid draws, with plug-in standard errors of each entry."""
+    r = draws.shape[0]
+    mean = draws.mean(axis=0)
+    dev = draws - mean
+    prods = dev[:, :, None] * dev[:, None, :]
+    cov = prods.mean(axis=0)
+    # SE of a mean of iid products: sd / sqrt(R) (CLT; no Gaussian assumption)
+    return mean, draws.std(axis=0) / np.sqrt(r), cov, prods.std(axis=0) / np.sqrt(r)
+
+
+@pytest.mark.parametrize("replace_", [False, True])
+def test_minibatch_gradient_has_the_full_mean_and_the_theory_0_covariance(replace_):
+    # N = 270, n = 90: the finite-population factor (N - n)/(N - 1) = 0.669 is far from 1
+    t = heart(batch_size=90, replace=replace_)
+    theta = theta_at(t, 3)
+    draws = t.stochastic_gradient(theta, np.random.default_rng(11), 40_000)
+    mean, mean_se, cov, cov_se = _moments(draws)
+    truth = regression.minibatch_gradient_covariance(t, theta)
+    assert_within_se(mean, t.gradient(theta), mean_se, what="minibatch gradient mean")
+    iu = np.triu_indices(t.dim)
+    assert_within_se(cov[iu], truth[iu], cov_se[iu], what="minibatch gradient covariance")
+    # negative controls: the other sampling mode's factor, and a missing N/n factor, are rejected
+    wrong = regression.minibatch_gradient_covariance(t, theta, replace=not replace_)
+    with pytest.raises(AssertionError):
+        assert_within_se(cov[iu], wrong[iu], cov_se[iu])
+    prior = t.extras["prior_precision"] * theta
+    without_n_over_n = (90 / 270) * (t.gradient(theta) - prior) + prior
+    with pytest.raises(AssertionError):
+        assert_within_se(mean, without_n_over_n, mean_se)
+
+
+def test_noise_factor():
+    assert regression.noise_factor(100, 10, True) == 1.0
+    assert regression.noise_factor(100, 10, False) == pytest.approx(90 / 99)
+    assert regression.noise_factor(100, 100, False) == 0.0
+    with pytest.raises(ValueError, match="exceeds"):
+        regression.noise_factor(10, 11, False)
+
+
+def test_minibatches_without_replacement_have_distinct_indices_and_match_the_oracle():
+    t = small(batch_size=7, n=40)
+    theta = theta_at(t)
+    X, y, prec = t.extras["X"], t.extras["y"], t.extras["prior_precision"]
+    work = t.new_workspace()
+    got = t.stochastic_gradient(theta, np.random.default_rng(5), 200, work=work)
+    drawer = RD.MinibatchDrawer(np.random.default_rng(5), 40, 7, False)
+    batches = [drawer() for _ in range(200)]
+    assert all(len(set(b)) == 7 for b in batches)
+    want = np.array([RD.minibatch_grad_u(theta, X, y, prec, b) for b in batches])
+    assert np.max(np.abs(got - want)) < 1e-12 * np.max(np.abs(want))
+    assert np.array_equal(np.sort(work), np.arange(40)) and np.array_equal(work, drawer.perm)
+
+
+def test_minibatches_with_replacement_match_the_oracle():
+    t = small(batch_size=9, replace=True)
+    theta = theta_at(t)
+    got = t.stochastic_gradient(theta, np.random.default_rng(6), 100)
+    drawer = RD.MinibatchDrawer(np.random.default_rng(6), 40, 9, True)
+    X, y, prec = t.extras["X"], t.extras["y"], t.extras["prior_precision"]
+    want = np.array([RD.minibatch_grad_u(theta, X, y, prec, drawer()) for _ in range(100)])
+    assert np.max(np.abs(got - want)) < 1e-12 * np.max(np.abs(want))
+
+
+# ----------------------------------------------------------------------------- kernels against the oracle
+
+METHODS = {
+    "sgld": dict(step_size=2e-3),
+    "csgld": dict(step_size=4e-3, n_cycles=3, explore_fraction=0.25),
+    "sghmc": dict(step_size=5e-4, friction=0.2),
+    "csghmc": dict(step_size=1e-3, n_cycles=3, explore_fraction=0.25, friction=0.2),
+}
+
+
+def run_both(target, method, n_steps=300, seed=3, v=None):
+    """Kernel and oracle on the same minibatch stream (generator seed) and the same normals."""
+    if v is not None:
+        target = target.with_gradient_noise(v)
+    run, steps = prepare(target, method, n_steps, **METHODS[method])
+    d = target.dim
+    xi = np.random.default_rng(100 + seed).standard_normal((n_steps, d))
+    theta0 = np.linspace(-0.5, 0.5, d)
+    hmc = method.endswith("hmc")
+    state = (theta0.copy(), np.zeros(d)) if hmc else (theta0.copy(),)
+    out = np.full((run.n_draws, d), np.nan)
+    assert run_chain(run, state, np.random.default_rng(seed), out, injected=xi) == -1
+    ex = target.extras
+    drawer = RD.MinibatchDrawer(np.random.default_rng(seed), ex["n_data"], ex["batch_size"], ex["replace"])
+
+    def grad(theta):
+        return RD.minibatch_grad_u(theta, ex["X"], ex["y"], ex["prior_precision"], drawer())
+
+    s = run.schedule
+    if hmc:
+        path, _ = RD.sghmc(grad, theta0, s.step_size, s.temperature, xi, run.options["friction"], v)
+    else:
+        path = RD.sgld(grad, theta0, s.step_size, s.temperature, xi, v)
+    return out, state[0], path[steps], path[-1]
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("replace_", [False, True])
+def test_kernel_matches_the_oracle_given_the_same_minibatches_and_noise(method, replace_):
+    out, final, ref, ref_final = run_both(small(replace=replace_), method)
+    scale = max(1.0, np.max(np.abs(ref)))
+    assert np.max(np.abs(out - ref)) < 1e-12 * scale
+    assert np.max(np.abs(final - ref_final)) < 1e-12 * scale
+
+
+@pytest.mark.parametrize("method", ["sgld", "csghmc"])
+def test_kernel_adds_emulated_gradient_noise_on_top_of_the_minibatch_noise(method):
+    a = np.random.default_rng(9).standard_normal((5, 5))
+    v = 0.1 * a @ a.T  # non-diagonal: the kernel rotates into its eigenbasis
+    out, _, ref, _ = run_both(small(), method, v=v)
+    assert np.max(np.abs(out - ref)) < 1e-12 * max(1.0, np.max(np.abs(ref)))
+
+
+def test_oracle_comparison_detects_a_wrong_minibatch_rule():
+    # negative control: the oracle drawing with replacement differs from the kernel without
+    t = small(replace=False)
+    out, _, _, _ = run_both(t, "sgld")
+    _, _, ref, _ = run_both(replace(t, extras={**t.extras, "replace": True}), "sgld")
+    assert np.max(np.abs(out - ref)) > 1e-6
+
+
+def test_blocks_of_steps_with_the_chain_workspace_give_the_same_bits():
+    t = small()
+    run, _ = prepare(t, "csghmc", 300, **METHODS["csghmc"])
+    outs = []
+    for bounds in ([0, 300], [0, 7, 150, 151, 300]):
+        state = (np.zeros(t.dim), np.zeros(t.dim))
+        out = np.full((run.n_draws, t.dim), np.nan)
+        gen, work = np.random.default_rng(5), t.new_workspace()
+        for k0, k1 in zip(bounds[:-1], bounds[1:], strict=True):
+            assert run_chain(run, state, gen, out, k0, k1, work=work) == -1
+        outs.append(out)
+    assert np.array_equal(outs[0], outs[1])
+
+
+def test_run_chain_checks_the_workspace_and_the_generator():
+    t = small()
+    run, _ = prepare(t, "sgld", 10, step_size=1e-3)
+    state = (np.zeros(t.dim),)
+    out = np.empty((run.n_draws, t.dim))
+    with pytest.raises(ValueError, match="work must be"):
+        run_chain(run, state, np.random.default_rng(0), out, work=np.arange(3))
+    with pytest.raises(ValueError, match="work must be"):
+        run_chain(run, state, np.random.default_rng(0), out, work=np.arange(40.0))
+    with pytest.raises(ValueError, match="work must be"):
+        run_chain(run, state, np.random.default_rng(0), out, work=t.workspace)  # the read-only template
+    with pytest.raises(TypeError, match="gen must be given"):
+        run_chain(run, state, None, out)
+
+
+# ----------------------------------------------------------------------------- reproducibility
+
+
+def draw(seed=7, n_chains=3, method="csghmc", **kwargs):
+    return sgsim.sample(small(), method, 200, n_chains=n_chains, seed=seed, **{**METHODS[method], **kwargs})
+
+
+def theta(result):
+    return result.posterior["theta"].values
+
+
+@pytest.mark.parametrize("method", ["sgld", "csghmc"])
+def test_same_seed_same_bits_and_chain_c_independent_of_n_chains_and_threads(method):
+    a, b = draw(method=method), draw(method=method)
+    assert np.array_equal(theta(a), theta(b))
+    eight = draw(n_chains=8, method=method)
+    one = draw(n_chains=1, method=method)
+    assert np.array_equal(theta(a), theta(eight)[:3]) and np.array_equal(theta(one)[0], theta(eight)[0])
+    assert np.array_equal(theta(draw(n_chains=4, method=method, n_threads=1)), theta(eight)[:4])
+    assert np.array_equal(theta(draw(n_chains=4, method=method, n_threads=2)), theta(eight)[:4])
+    assert not np.any(theta(a)[0] == theta(a)[1])
+    assert not np.any(theta(a) == theta(draw(seed=8, method=method)))
+
+
+def test_blocking_inside_sample_does_not_change_the_bits(monkeypatch):
+    reference = draw(n_chains=2)
+    monkeypatch.setattr(sgsim.sampling, "_BLOCK_STEPS", 7)
+    assert np.array_equal(theta(reference), theta(draw(n_chains=2)))
+
+
+def test_sample_records_the_minibatch_rule():
+    import json
+
+    config = json.loads(draw(n_chains=1).attrs["sgsim_config"])
+    assert "minibatch of n = 5 of N = 40" in config["stochastic_gradient"]
+
+
+def test_zero_temperature_with_full_batches_is_gradient_descent():
+    # deterministic identity: T = 0 and n = N leave plain gradient descent on U (up to the
+    # order of the sum, hence allclose rather than equal bits)
+    t = small(batch_size=40)
+    result = sgsim.sample(t, "sgld", 50, seed=1, init=np.zeros(t.dim), step_size=1e-2, temperature=0.0)
+    x, expected = np.zeros(t.dim), []
+    for _ in range(50):
+        x = x - 1e-2 * t.gradient(x)
+        expected.append(x)
+    np.testing.assert_allclose(theta(result)[0], np.array(expected), rtol=1e-12, atol=1e-13)
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="labels 0 and 1"):
+        regression.logistic_regression(X_HEART, Y_HEART + 1)
+    with pytest.raises(ValueError, match="constant"):
+        regression.logistic_regression(np.ones((5, 2)), [0, 1, 0, 1, 0])
+    with pytest.raises(ValueError, match="exceeds"):
+        regression.logistic_regression(X_HEART[:10], Y_HEART[:10], batch_size=11)
+    with pytest.raises(ValueError, match="prior_precision must be > 0"):
+        regression.data_target(regression.LOGISTIC, [[1.0]], [1.0], prior_precision=0.0)
+    with pytest.raises(TypeError, match="replace must be a bool"):
+        regression.logistic_regression(X_HEART, Y_HEART, batch_size=3, replace="no")
+    with pytest.raises(TypeError, match="not a data-backed target"):
+        regression.per_example_gradients(targets.standard_gaussian(2), [0.0, 0.0])
+    with pytest.raises(NotImplementedError, match="exact gradient only"):
+        targets.standard_gaussian(2).stochastic_gradient([0.0, 0.0], np.random.default_rng(0), 1)
+    t = small()
+    with pytest.raises(TypeError, match="stochastic_grad_u must be a numba-compiled"):
+        replace(t, stochastic_grad_u=lambda *a: None)
+    with pytest.raises(TypeError, match="workspace must be"):
+        replace(t, workspace=np.arange(40.0))
+
+
+# ----------------------------------------------------------------------------- pure Python
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import sgsim
+    from sgsim import datasets
+    from sgsim._jit import JIT_DISABLED
+    from sgsim.targets import logistic_regression
+
+    assert JIT_DISABLED
+    X, y = datasets.load_heart(standardise=False)
+    out = {}
+    for flag in (False, True):
+        t = logistic_regression(X[:40, :4], y[:40], prior_scale=1.5, batch_size=5, replace=flag)
+        r = sgsim.sample(t, "sghmc", 30, n_chains=2, seed=3, step_size=1e-3, friction=0.2)
+        out[str(flag)] = r.posterior["theta"].values
+    np.savez(sys.argv[1], **out)
+    """
+)
+
+
+def test_pure_python_data_target_gives_the_compiled_bits(tmp_path):
+    path = tmp_path / "nojit.npz"
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(path)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    nojit = np.load(path)
+    for flag in (False, True):
+        compiled = sgsim.sample(small(replace=flag), "sghmc", 30, n_chains=2, seed=3, step_size=1e-3, friction=0.2)
+        assert np.array_equal(nojit[str(flag)], theta(compiled))
