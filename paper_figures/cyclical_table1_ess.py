@@ -26,14 +26,10 @@ from sgsim.experiments.cyclical_logistic import (
     ess_table,
 )
 
-from ._common import DEFAULT_SEED, Section, md_table, new_figure, save, script_main
+from ._common import DEFAULT_SEED, Section, budget, md_table, new_figure, save, script_main
 
 NAME = "cyclical_table1_ess"
 TITLE = "Table 1: median ESS, Bayesian logistic regression (Australian, German, Heart)"
-
-#: Runs per cell: quick mode, and full mode (the paper does not say how many it used).
-N_RUNS_QUICK = 4
-N_RUNS_FULL = 20
 
 #: The main setting and the sensitivity check (module docstring of the experiment).
 SENSITIVITY = Settings(step_rule="stability")
@@ -192,7 +188,7 @@ def _discussion(main: ESSTable, check: ESSTable) -> str:
 
 def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DEFAULT_SEED) -> Section:
     """Table 1 of [cSG]: median ESS of SG-MCMC on Bayesian logistic regression."""
-    n_runs = N_RUNS_FULL if full else N_RUNS_QUICK
+    n_runs = budget(full).ess_runs
     main = ess_table(DATASET_ORDER, n_runs=n_runs, seed=seed, settings=DEFAULT, progress=progress)
     check = ess_table(DATASET_ORDER, n_runs=n_runs, seed=seed, settings=SENSITIVITY, progress=progress)
     figure = save(draw(main, check), out_dir, f"{NAME}.png")

@@ -31,6 +31,7 @@ from ._validate import finite_array, integer
 from .integrators import get_method
 from .integrators._base import Method, NoiseModel
 from .schedules import Schedule
+from .theory.exact_law import noise_coefficients
 
 __all__ = ["sample", "DivergenceError", "ChainRun"]
 
@@ -71,21 +72,10 @@ def _noise_model(target, method, schedule, options, noise_correction) -> NoiseMo
         lam, rotate = np.clip(lam, 0.0, None), True
     alpha, temp = schedule.step_size, schedule.temperature
     factor, corrected = method.injection(options)
-    a = alpha**2 * (1.0 if lam.any() else 0.0)
-    c = 2.0 * factor * alpha * temp
-    if noise_correction and lam.any():
-        hot = temp > 0
-        limit = 2.0 * corrected * temp
-        bad = np.flatnonzero(hot & (alpha * lam.max() > limit * (1 + 1e-12)))
-        if bad.size:
-            k = int(bad[0])
-            raise ValueError(
-                f"noise_correction needs step_size * max eig(V) <= {2 * corrected:g} * temperature at every "
-                f"sampling step; at step {k + 1} step_size = {alpha[k]:.4g}, max eig(V) = {lam.max():.4g}, "
-                f"temperature = {temp[k]:.4g}"
-            )
-        a = np.where(hot, 0.0, alpha**2)
-        c = 2.0 * corrected * alpha * temp
+    friction = "friction" if "friction" in options else None
+    a, c = noise_coefficients(alpha, temp, v, factor, corrected, noise_correction, friction)
+    if not lam.any():
+        a = np.zeros_like(alpha)  # no gradient noise: exact-gradient T = 0 steps draw nothing
     a = np.ascontiguousarray(np.broadcast_to(a, alpha.shape), dtype=np.float64)
     return NoiseModel(a=a, c=np.ascontiguousarray(c), lam=np.ascontiguousarray(lam), rotate=rotate, basis=basis)
 

@@ -240,28 +240,52 @@ def _propagate(f0, f1, s, shift, noise, m0, s0) -> GaussianPath:
     return GaussianPath(np.moveaxis(mean[..., 0], 0, nb), np.moveaxis(cov, 0, nb))
 
 
-def _injected(alpha, temp, v, factor, corrected, noise_correction, friction_name=None):
-    """Coefficients ``(a_k, c_k)`` of the per-step noise ``a_k V + c_k I`` (THEORY A1, A2).
+def noise_coefficients(
+    step_size, temperature, grad_noise_cov, factor=1.0, corrected=1.0, noise_correction=False, friction_name=None
+):
+    """Coefficients ``(a_k, c_k)`` of the per-step noise covariance ``a_k V + c_k I`` (THEORY A1, A2).
 
-    Without the correction ``a = alpha^2`` (gradient noise) and ``c = 2 factor alpha T``
-    (injected). With it, sampling steps (``T > 0``) carry ``2 corrected alpha T I`` in all:
-    the injected noise ``2 corrected alpha T I - alpha^2 V`` must then be PSD.
+    The gradient noise ``alpha_k zeta_k`` (``zeta ~ N(0, V)``) and the injected noise together
+    have covariance ``a_k V + c_k I``. Without the correction ``a = alpha^2`` and
+    ``c = 2 factor alpha T`` (``factor`` is 1 for SGLD, ``eta - gamma_hat`` for SGHMC). With it,
+    sampling steps (``T > 0``) carry ``2 corrected alpha T I`` in all (``corrected`` is 1 for
+    SGLD, ``eta`` for SGHMC), so the injected ``2 corrected alpha T I - alpha^2 V`` must be PSD.
+    This is the one definition of the samplers' noise: :func:`sgsim.sample` uses it too.
+
+    Parameters
+    ----------
+    step_size, temperature : array_like
+        ``alpha_k`` and ``T_k``, broadcast together (any shape, e.g. ``(K,)``).
+    grad_noise_cov : ndarray, shape (d, d)
+        ``V``, symmetric positive semidefinite.
+    factor, corrected : float
+        See above.
+    noise_correction : bool
+        Apply the gradient-noise correction.
+    friction_name : str, optional
+        Name of the friction parameter, for the error message.
+
+    Returns
+    -------
+    a, c : ndarray
+        Broadcast to the shape of ``step_size`` and ``temperature``.
     """
-    alpha, temp = np.broadcast_arrays(alpha, temp)
+    alpha, temp = np.broadcast_arrays(np.asarray(step_size, float), np.asarray(temperature, float))
     a = alpha**2
     c = 2.0 * factor * alpha * temp
-    lam_max = float(np.linalg.eigvalsh(v)[-1])
+    lam_max = float(np.linalg.eigvalsh(grad_noise_cov)[-1])
     if noise_correction and lam_max > 0:
         hot = temp > 0
         limit = 2.0 * corrected * temp
         bad = hot & (alpha * lam_max > limit * (1 + 1e-12))
         if np.any(bad):
-            k = np.argwhere(bad)[0]
+            k = tuple(int(i) for i in np.argwhere(bad)[0])
             who = f"2 * {friction_name} * temperature" if friction_name else "2 * temperature"
+            where = f"step {k[0] + 1}" if len(k) == 1 else f"index {k}"
             raise ValueError(
                 f"noise_correction needs step_size * max eig(grad_noise_cov) <= {who} at every sampling step "
-                f"(else the injected covariance is not PSD); at index {tuple(int(i) for i in k)} step_size = "
-                f"{alpha[tuple(k)]:.4g}, max eig = {lam_max:.4g}, temperature = {temp[tuple(k)]:.4g}"
+                f"(else the injected covariance is not PSD); at {where} step_size = {alpha[k]:.4g}, "
+                f"max eig = {lam_max:.4g}, temperature = {temp[k]:.4g}"
             )
         a = np.where(hot, 0.0, alpha**2)
         c = 2.0 * corrected * alpha * temp
@@ -322,7 +346,7 @@ def sgld_law(
     alpha, temp = seq["step_size"], seq["temperature"]
     _positive_seq("step_size", alpha)
     _nonnegative_seq("temperature", temp)
-    a, c = _injected(alpha, temp, v, 1.0, 1.0, bool(noise_correction))
+    a, c = noise_coefficients(alpha, temp, v, 1.0, 1.0, bool(noise_correction))
     m0, s0 = _init(init_mean, init_cov, d, d)
     eye = np.eye(d)
     return _propagate(eye, -p, alpha, b, [(a, v), (c, eye)], m0, s0)
@@ -398,7 +422,7 @@ def sghmc_law(
     alpha, temp = seq["step_size"], seq["temperature"]
     _positive_seq("step_size", alpha)
     _nonnegative_seq("temperature", temp)
-    a, c = _injected(alpha, temp, v, eta - gamma_hat, eta, bool(noise_correction), "friction")
+    a, c = noise_coefficients(alpha, temp, v, eta - gamma_hat, eta, bool(noise_correction), "friction")
     m0, s0 = _init(init_mean, init_cov, 2 * d, d)
     eye, zero = np.eye(d), np.zeros((d, d))
     f0 = np.block([[eye, eye], [zero, (1 - eta) * eye]])
