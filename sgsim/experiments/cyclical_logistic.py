@@ -61,11 +61,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .. import schedules
+from .._validate import integer
 from ..datasets import DATASETS, load
 from ..diagnostics import ess
 from ..sampling import sample
 from ..targets import Target
 from ..targets.regression import logistic_regression, minibatch_gradient_covariance
+from ._summary import mean_sd_se
 
 __all__ = [
     "PAPER",
@@ -357,12 +359,6 @@ class ESSTable:
     rows: dict = field(default_factory=dict)
 
 
-def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return int(value)
-
-
 def ess_table(
     datasets=DATASET_ORDER,
     n_runs: int = 10,
@@ -390,8 +386,8 @@ def ess_table(
     """
     from tqdm.auto import tqdm
 
-    n_runs = _check_int("n_runs", n_runs, 1)
-    seed = _check_int("seed", seed, 0)
+    n_runs = integer("n_runs", n_runs, low=1)
+    seed = integer("seed", seed, low=0)
     labels = dict(ALGORITHMS)
     methods = [a[0] for a in ALGORITHMS] if methods is None else list(methods)
     for m in methods:
@@ -428,7 +424,7 @@ def ess_table(
                 med = np.array([np.median(ess(draws[r : r + 1])) for r in range(n_runs)])
                 sd_ratio = np.median(draws.std(axis=1) / laplace_sd, axis=1)
                 mean_error = np.median(np.abs(draws.mean(axis=1) - scale.mode) / laplace_sd, axis=1)
-                sd = float(np.std(med, ddof=1)) if n_runs > 1 else float("nan")
+                mean, sd, se = mean_sd_se(med)
                 table.rows[(name, method)] = ESSResult(
                     dataset=name,
                     method=method,
@@ -438,9 +434,9 @@ def ess_table(
                     burn_in=burn_in,
                     n_draws=settings.n_samples,
                     median_ess=med,
-                    mean=float(np.mean(med)),
+                    mean=mean,
                     sd=sd,
-                    se=sd / math.sqrt(n_runs),
+                    se=se,
                     sd_ratio=sd_ratio,
                     mean_error=mean_error,
                     sampling_time_s=float(result.attrs["sampling_time_s"]),

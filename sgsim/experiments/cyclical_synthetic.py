@@ -46,9 +46,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import schedules
+from .._validate import integer
 from ..diagnostics import ball_probability, expected_mode_coverage, mode_counts
 from ..sampling import sample
 from ..targets import Target, mixture_25
+from ._summary import mean_sd_se
 
 __all__ = [
     "PAPER",
@@ -234,12 +236,6 @@ def get_setting(setting: str | Setting) -> Setting:
         raise ValueError(f"unknown setting {setting!r}; known settings: {', '.join(SETTINGS)}") from None
 
 
-def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return int(value)
-
-
 def run_seeds(seed: int, n_runs: int, n_chains: int) -> np.ndarray:
     """Seeds of the runs of an experiment, derived deterministically from ``seed``.
 
@@ -251,9 +247,9 @@ def run_seeds(seed: int, n_runs: int, n_chains: int) -> np.ndarray:
     -------
     ndarray of int64, shape (n_runs,)
     """
-    seed = _check_int("seed", seed, 0)
-    n_runs = _check_int("n_runs", n_runs, 1)
-    n_chains = _check_int("n_chains", n_chains, 1)
+    seed = integer("seed", seed, low=0)
+    n_runs = integer("n_runs", n_runs, low=1)
+    n_chains = integer("n_chains", n_chains, low=1)
     state = np.random.SeedSequence(seed, spawn_key=(n_chains,)).generate_state(n_runs, dtype=np.uint32)
     return state.astype(np.int64)
 
@@ -500,8 +496,8 @@ def density_comparison(
         Mode-coverage parameters ``r`` and ``n-bar``.
     """
     s = get_setting(setting)
-    n_chains = _check_int("n_chains", n_chains, 1)
-    bins = _check_int("bins", bins, 2)
+    n_chains = integer("n_chains", n_chains, low=1)
+    bins = integer("bins", bins, low=2)
     run_seed = int(run_seeds(seed, 1, n_chains)[0])
     target = s.target()
     edges = np.linspace(-extent, extent, bins + 1)
@@ -653,8 +649,8 @@ def mode_coverage_table(
         Chains in the parallel rows (4).
     """
     s = get_setting(setting)
-    n_runs = _check_int("n_runs", n_runs, 1)
-    n_parallel = _check_int("n_parallel", n_parallel, 2)
+    n_runs = integer("n_runs", n_runs, low=1)
+    n_parallel = integer("n_parallel", n_parallel, low=2)
     target = s.target()
     centres = target.mode_centres
     p_ball = ball_probability(radius, float(target.mode_sd[0]))
@@ -683,7 +679,7 @@ def mode_coverage_table(
                 draws[i] = int(np.sum(np.all(np.isfinite(x), axis=-1)))
                 elapsed += float(idata.attrs["sampling_time_s"])
                 bar.update(1)
-            sd = float(np.std(cov, ddof=1)) if n_runs > 1 else float("nan")
+            mean, sd, se = mean_sd_se(cov)
             o_mean, o_sd = expected_mode_coverage(int(draws[0]), len(centres), p_ball, threshold)
             table.rows[key] = CoverageResult(
                 key=key,
@@ -693,9 +689,9 @@ def mode_coverage_table(
                 seeds=seeds,
                 coverage=cov,
                 n_draws=draws,
-                mean=float(np.mean(cov)),
+                mean=mean,
                 sd=sd,
-                se=sd / np.sqrt(n_runs),
+                se=se,
                 oracle_mean=o_mean,
                 oracle_sd=o_sd,
                 sampling_time_s=elapsed,
