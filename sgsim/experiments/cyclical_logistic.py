@@ -67,7 +67,7 @@ from ..diagnostics import ess
 from ..sampling import sample
 from ..targets import Target
 from ..targets.regression import logistic_regression, minibatch_gradient_covariance
-from ._summary import mean_sd_se
+from ._common import mean_sd_se, progress_bar
 
 __all__ = [
     "PAPER",
@@ -384,8 +384,6 @@ def ess_table(
     methods : sequence of str, optional
         A subset of the four methods.
     """
-    from tqdm.auto import tqdm
-
     n_runs = integer("n_runs", n_runs, low=1)
     seed = integer("seed", seed, low=0)
     labels = dict(ALGORITHMS)
@@ -397,7 +395,7 @@ def ess_table(
         if name not in DATASETS:
             raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
     table = ESSTable(settings=settings, n_runs=n_runs, seed=seed)
-    with tqdm(total=len(datasets) * len(methods), desc="Table 1 (ESS)", unit="cell", disable=not progress) as bar:
+    with progress_bar(len(datasets) * len(methods), "Table 1 (ESS)", progress, unit="cell") as bar:
         for name in datasets:
             info = DATASETS[name]
             target = build_target(name, settings)

@@ -50,7 +50,7 @@ from .._validate import integer
 from ..diagnostics import ball_probability, expected_mode_coverage, mode_counts
 from ..sampling import sample
 from ..targets import Target, mixture_25
-from ._summary import mean_sd_se
+from ._common import mean_sd_se, progress_bar
 
 __all__ = [
     "PAPER",
@@ -252,12 +252,6 @@ def run_seeds(seed: int, n_runs: int, n_chains: int) -> np.ndarray:
     n_chains = integer("n_chains", n_chains, low=1)
     state = np.random.SeedSequence(seed, spawn_key=(n_chains,)).generate_state(n_runs, dtype=np.uint32)
     return state.astype(np.int64)
-
-
-def _progress(total: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="run", disable=not enabled)
 
 
 # --------------------------------------------------------------------------- Figure 1
@@ -518,7 +512,7 @@ def density_comparison(
         radius=float(radius),
         threshold=int(threshold),
     )
-    with _progress(2, f"Figure {'2' if n_chains > 1 else '5'} ({s.name})", progress) as bar:
+    with progress_bar(2, f"Figure {'2' if n_chains > 1 else '5'} ({s.name})", progress) as bar:
         for method in ("sgld", "csgld"):
             idata = _run(s, target, method, n_steps, n_chains, run_seed)
             x = idata.posterior["theta"].values.reshape(-1, 2)
@@ -665,7 +659,7 @@ def mode_coverage_table(
         draws_used=DRAWS_USED,
     )
     rows = [(key, label, method, n_parallel if chains > 1 else 1) for key, label, method, chains in ALGORITHMS]
-    with _progress(n_runs * len(rows), f"Table 4 ({s.name})", progress) as bar:
+    with progress_bar(n_runs * len(rows), f"Table 4 ({s.name})", progress) as bar:
         for key, label, method, chains in rows:
             seeds = run_seeds(seed, n_runs, chains)
             cov = np.zeros(n_runs, dtype=np.int64)

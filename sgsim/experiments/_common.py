@@ -1,4 +1,4 @@
-"""Summaries shared by the experiments."""
+"""Helpers shared by the experiments: run summaries and progress bars."""
 
 from __future__ import annotations
 
@@ -16,3 +16,10 @@ def mean_sd_se(values) -> tuple[float, float, float]:
     n = x.size
     sd = float(np.std(x, ddof=1)) if n > 1 else float("nan")
     return float(np.mean(x)), sd, sd / math.sqrt(n)
+
+
+def progress_bar(total: int, desc: str, enabled: bool, unit: str = "run"):
+    """A tqdm progress bar over an experiment's runs (a no-op bar when ``enabled`` is False)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled)
