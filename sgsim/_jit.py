@@ -29,7 +29,7 @@ _FASTMATH = os.environ.get("SGSIM_FASTMATH", "0") == "1"
 JIT_DISABLED = bool(numba.config.DISABLE_JIT)
 
 
-def jit(func=None, *, cache: bool | None = None, inline: bool = False):
+def jit(func=None, *, cache: bool | None = None, inline: bool = False, parallel: bool = False):
     """Compile ``func`` in nopython mode, releasing the GIL, with sgsim's flags.
 
     Parameters
@@ -39,6 +39,12 @@ def jit(func=None, *, cache: bool | None = None, inline: bool = False):
     cache : bool, optional
         Override the on-disk cache for this function (``False`` for kernels that take
         compiled functions as arguments, which numba cannot cache).
+    inline : bool
+        Inline the function into its callers (numba's ``inline="always"``).
+    parallel : bool
+        Turn ``numba.prange`` loops into parallel loops on numba's threads (else they run
+        as plain ``range`` loops: the same function compiled both ways gives the same bits
+        when every iteration writes its own outputs).
     """
     options = dict(
         nogil=True,
@@ -48,6 +54,8 @@ def jit(func=None, *, cache: bool | None = None, inline: bool = False):
     )
     if inline:
         options["inline"] = "always"
+    if parallel:
+        options["parallel"] = True
     if func is None:
         return lambda f: numba.njit(**options)(f)
     return numba.njit(**options)(func)

@@ -36,7 +36,18 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["DATASETS", "DatasetInfo", "load", "load_australian", "load_heart", "load_german", "read_keel"]
+from ._validate import ParameterError
+
+__all__ = [
+    "DATASETS",
+    "DatasetInfo",
+    "load",
+    "load_australian",
+    "load_heart",
+    "load_german",
+    "read_keel",
+    "standardise_features",
+]
 
 
 @dataclass(frozen=True)
@@ -148,8 +159,6 @@ def _finish(info: DatasetInfo, X: np.ndarray, y: np.ndarray, standardise: bool) 
     if X.shape != (info.n_examples, info.n_features) or y.shape != (info.n_examples,):
         raise OSError(f"{info.name}: unexpected shape {X.shape} (expected {(info.n_examples, info.n_features)})")
     if standardise:
-        from .targets.regression import standardise_features
-
         X = standardise_features(X)[0]
     return np.ascontiguousarray(X), y
 
@@ -204,6 +213,29 @@ def load_german(standardise: bool = True) -> tuple[np.ndarray, np.ndarray]:
     return _finish(info, X, y, standardise)
 
 
+def standardise_features(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Columns rescaled to mean 0 and standard deviation 1 (population sd, ``ddof=0``).
+
+    Returns
+    -------
+    Z, mean, scale : ndarray
+        ``Z = (X - mean) / scale``.
+
+    Raises
+    ------
+    ValueError
+        If a column is constant (it cannot be standardised; drop it, or pass
+        ``intercept=False`` and keep it as the intercept).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    mean = X.mean(axis=0)
+    scale = X.std(axis=0)
+    const = np.flatnonzero(~(scale > 0))
+    if const.size:
+        raise ParameterError("X", f"column(s) {const.tolist()} of X are constant and cannot be standardised")
+    return (X - mean) / scale, mean, scale
+
+
 _LOADERS = {"australian": load_australian, "heart": load_heart, "german": load_german}
 
 
@@ -212,5 +244,5 @@ def load(name: str, standardise: bool = True) -> tuple[np.ndarray, np.ndarray]:
     try:
         loader = _LOADERS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}") from None
+        raise ParameterError("dataset", f"unknown data set {name!r}; known: {', '.join(DATASETS)}") from None
     return loader(standardise)

@@ -1,41 +1,61 @@
 """The public entry point: :func:`sample` runs any registered method on any target.
 
-Chains are independent: each runs in its own calls of the compiled kernel, with its own
-generator (see :mod:`sgsim.rng`), on a pool of threads (the kernels release the GIL).
-Each thread takes the next chain not yet started and runs all of it, with no barrier
-between the threads. A chain's steps are processed in blocks so that a progress bar can
-advance; its state is carried from block to block, so the blocking never changes a bit
-of the result.
+Replicas
+--------
+A run advances ``n_chains`` replicas. For an algorithm with independent chains (SGLD,
+SGHMC) a replica is one chain; for an interacting one (SVGD) it is an ensemble of
+``n_particles`` particles that step together. Every replica draws from its own streams
+(:mod:`sgsim.rng`: ``(seed, chain)`` for a chain, ``(seed, replica, particle)`` for a
+particle), so its bits do not depend on how many replicas run, nor on how many threads.
 
-All chains write into one ``(n_chains, n_draws, d)`` array, which becomes the posterior
-without a copy; the schedule's per-draw statistics, the same for every chain, are stored
-as read-only broadcast views. See ``benchmarks/`` for what a call costs.
+How a run is executed
+---------------------
+The steps are processed in blocks (``_BLOCK_STEPS``): for each block the schedule's
+values, the noise's per-step factors and the storage index are computed once in NumPy,
+shared by every replica, so that memory follows the block and what is kept, never the
+number of steps. Within a block the replicas are split into contiguous chunks, and each
+chunk is advanced by one call of the algorithm's compiled loop (several chains per call, no
+per-chain Python work) on a pool of threads (the loops release the GIL). Large ensembles
+instead run one at a time with the particle loops of each step on numba's threads.
+Blocking and chunking never change a bit of the result.
+
+Storage
+-------
+``storage="draws"`` keeps every collected draw after ``burn_in`` (every ``thin``-th);
+``"final"`` keeps only the final state; ``"moments"`` keeps, per chain (and particle), the
+running mean and covariance of the draws that ``"draws"`` would keep (Welford's update), so
+that 10^5-10^6 chains fit in memory and in a small file.
+
+Every result records its :class:`~sgsim.spec.RunSpec`; :func:`replay` reruns it.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 
 from . import rng as _rng
+from . import spec as _spec
 from . import targets as _targets
-from ._validate import finite_array, integer
-from .integrators import get_method
-from .integrators._base import Method, NoiseModel
-from .schedules import Schedule
-from .theory.exact_law import noise_coefficients
+from ._validate import ParameterError, ParameterTypeError, boolean, finite_array, integer
+from .integrators import INTERACTING, get_method
+from .integrators._base import Method, unknown_options
+from .integrators._loop import MOMENTS, NOTHING, chain_loop, ensemble_loop
+from .integrators._noise import NoiseBasis, noise_basis, noise_factors
+from .results import STORAGE_MODES, RunOutput, to_inference_data
+from .schedules import Schedule, ScheduleBlock, from_description
 
-__all__ = ["sample", "DivergenceError", "ChainRun"]
+__all__ = ["sample", "replay", "DivergenceError", "Run", "prepare", "run_chain"]
 
 _BLOCK_STEPS = 10_000
+#: ensembles of at least this many particles run their particle loops on numba's threads
+PARALLEL_PARTICLES = 64
 
 
 class DivergenceError(FloatingPointError):
@@ -51,134 +71,375 @@ class DivergenceError(FloatingPointError):
 
 
 @dataclass
-class ChainRun:
-    """Everything :func:`sample` prepared for one run; also used by the tests."""
+class Run:
+    """Everything :func:`sample` prepared for one run, before any replica exists.
+
+    Attributes
+    ----------
+    target : Target
+    method : Method
+    schedule : Schedule
+    options : dict
+        The algorithm's validated options, with ``noise_correction`` (and ``n_particles``
+        for interacting methods).
+    burn_in, thin : int
+    storage : str
+    n_draws : int
+        Draws kept per chain (1 for ``"final"``; those averaged for ``"moments"``).
+    n_particles : int or None
+    basis : NoiseBasis
+        The eigenbasis in which the noise is drawn.
+    """
 
     target: _targets.Target
     method: Method
     schedule: Schedule
     options: dict
-    noise: NoiseModel
-    store: np.ndarray
+    burn_in: int
+    thin: int
+    storage: str
     n_draws: int
+    n_particles: int | None
+    basis: NoiseBasis
+
+    @property
+    def interacting(self) -> bool:
+        """Whether a replica is an ensemble of interacting particles."""
+        return self.method.algorithm.coupling == INTERACTING
+
+    @property
+    def member_shape(self) -> tuple[int, ...]:
+        """Shape of one state array of one replica: ``(d,)`` or ``(L, d)``."""
+        d = self.target.dim
+        return (self.n_particles, d) if self.n_particles else (d,)
+
+    def noise(self, block: ScheduleBlock) -> tuple:
+        """The block's noise factors ``(sd, basis, rotate)`` for the compiled step."""
+        alg = self.method.algorithm
+        nb = block.step_size.shape[0]
+        d = self.target.dim
+        sd = noise_factors(alg.noise(block, self.target, self.options), self.basis, nb, d)
+        return (sd, self.basis.basis, self.basis.rotate)
 
 
-def _noise_model(target, method, schedule, options, noise_correction) -> NoiseModel:
-    v = target.grad_noise_cov
-    if np.count_nonzero(v - np.diag(np.diag(v))) == 0:
-        lam, basis, rotate = np.diag(v).copy(), np.eye(target.dim), False
-    else:
-        lam, basis = np.linalg.eigh(v)
-        lam, rotate = np.clip(lam, 0.0, None), True
-    alpha, temp = schedule.step_size, schedule.temperature
-    factor, corrected = method.injection(options)
-    friction = "friction" if "friction" in options else None
-    a, c = noise_coefficients(alpha, temp, v, factor, corrected, noise_correction, friction)
-    if not lam.any():
-        a = np.zeros_like(alpha)  # no gradient noise: exact-gradient T = 0 steps draw nothing
-    a = np.ascontiguousarray(np.broadcast_to(a, alpha.shape), dtype=np.float64)
-    return NoiseModel(a=a, c=np.ascontiguousarray(c), lam=np.ascontiguousarray(lam), rotate=rotate, basis=basis)
+def _check_storage(storage) -> str:
+    if storage not in STORAGE_MODES:
+        raise ParameterError("storage", f"storage must be one of {STORAGE_MODES}, got {storage!r}")
+    return str(storage)
 
 
-def _store_index(schedule: Schedule, burn_in: int, thin: int) -> tuple[np.ndarray, np.ndarray]:
-    keep = schedule.collect.copy()
-    keep[:burn_in] = False
-    steps = np.flatnonzero(keep)[::thin]
-    store = np.full(schedule.n_steps, -1, dtype=np.int64)
-    store[steps] = np.arange(steps.size)
-    return store, steps
+def prepare(
+    target,
+    method,
+    n_steps=None,
+    *,
+    schedule=None,
+    burn_in=0,
+    thin=1,
+    noise_correction=False,
+    storage="draws",
+    n_particles=None,
+    **options,
+) -> tuple[Run, np.ndarray]:
+    """Validate a run's configuration; return the :class:`Run` and the kept steps (0-based).
 
-
-def _initial(name, value, n_chains, dim, default):
-    if value is None:
-        return default()
-    arr = finite_array(name, value)
-    if arr.shape == (dim,):
-        return np.tile(arr, (n_chains, 1))
-    if arr.shape != (n_chains, dim):
-        raise ValueError(f"{name} must have shape ({dim},) or (n_chains, {dim}) = ({n_chains}, {dim}), got {arr.shape}")
-    return arr
-
-
-def prepare(target, method, n_steps=None, *, schedule=None, burn_in=0, thin=1, noise_correction=False, **options):
-    """Validate a run's configuration and precompute its schedule, noise and storage index."""
+    Nothing per step is materialised: the kept steps are returned for ``storage="draws"``
+    (``[n_steps - 1]`` for ``"final"``, empty for ``"moments"``, whose count is
+    ``run.n_draws``).
+    """
     target = _resolve_target(target)
     method = get_method(method)
+    alg = method.algorithm
     burn_in = integer("burn_in", burn_in, low=0)
     thin = integer("thin", thin, low=1)
+    storage = _check_storage(storage)
+    noise_correction = boolean("noise_correction", noise_correction)
     sched_kw = {k: options.pop(k) for k in list(options) if k in method.schedule_options}
-    dyn_kw = dict(method.dynamics_options)
-    for k in list(options):
-        if k in dyn_kw:
-            dyn_kw[k] = options.pop(k)
+    dyn_kw = {k: options.pop(k) for k in list(options) if k in alg.options}
     if options:
-        known = sorted(set(method.schedule_options) | set(method.dynamics_options))
-        raise TypeError(f"unknown option(s) for method {method.name!r}: {sorted(options)}; accepted: {known}")
+        unknown_options(method, options)
+    if alg.coupling == INTERACTING:
+        if n_particles is None:
+            raise ParameterTypeError("n_particles", f"method {method.name!r} moves ensembles: n_particles is required")
+        n_particles = integer("n_particles", n_particles, low=2)
+    elif n_particles is not None:
+        raise ParameterTypeError("n_particles", f"method {method.name!r} runs independent chains: no n_particles")
     if schedule is not None:
         if not isinstance(schedule, Schedule):
-            raise TypeError(f"schedule must be a sgsim.schedules.Schedule, got {type(schedule).__name__}")
+            raise ParameterTypeError(
+                "schedule", f"schedule must be a sgsim.schedules.Schedule, got {type(schedule).__name__}"
+            )
         if sched_kw:
-            raise TypeError(f"give either schedule or {sorted(sched_kw)}, not both")
+            raise ParameterTypeError(sorted(sched_kw)[0], f"give either schedule or {sorted(sched_kw)}, not both")
         if n_steps is not None and n_steps != schedule.n_steps:
-            raise ValueError(f"n_steps ({n_steps}) differs from the schedule's length ({schedule.n_steps})")
+            raise ParameterError(
+                "n_steps", f"n_steps ({n_steps}) differs from the schedule's length ({schedule.n_steps})"
+            )
     else:
         if n_steps is None:
-            raise TypeError("n_steps is required when no schedule is given")
+            raise ParameterTypeError("n_steps", "n_steps is required when no schedule is given")
         if "step_size" not in sched_kw:
-            raise TypeError(f"method {method.name!r} needs step_size (or an explicit schedule)")
-        schedule = method.default_schedule(n_steps, **sched_kw)
-    dyn_kw = method.validate(dyn_kw)
-    if noise_correction and dyn_kw.get("gamma_hat", 0.0) > 0:
-        raise ValueError(
-            f"gamma_hat must be 0 with noise_correction=True (the correction sets it), got {dyn_kw['gamma_hat']}"
-        )
+            raise ParameterTypeError("step_size", f"method {method.name!r} needs step_size (or an explicit schedule)")
+        schedule = method.schedule(n_steps, **sched_kw)
+    common = {"noise_correction": noise_correction}
+    if n_particles is not None:
+        common["n_particles"] = n_particles
+    opts = alg.validate(dyn_kw, target, **common)
     if burn_in >= schedule.n_steps:
-        raise ValueError(f"burn_in must be < n_steps ({schedule.n_steps}), got {burn_in}")
-    noise = _noise_model(target, method, schedule, dyn_kw, bool(noise_correction))
-    store, steps = _store_index(schedule, burn_in, thin)
-    if steps.size == 0:
-        raise ValueError("no draw would be kept: check burn_in, thin and the schedule's sampling stages")
-    dyn_kw["noise_correction"] = bool(noise_correction)
-    return ChainRun(target, method, schedule, dyn_kw, noise, store, int(steps.size)), steps
+        raise ParameterError("burn_in", f"burn_in must be < n_steps ({schedule.n_steps}), got {burn_in}")
+    first = schedule.block(0, min(schedule.n_steps, _BLOCK_STEPS))
+    basis = noise_basis(alg.noise(first, target, opts), target.dim)
+    if noise_correction:
+        # the correction's bound is checked on every step before any work is done
+        for k0 in range(0, schedule.n_steps, _BLOCK_STEPS):
+            alg.noise(schedule.block(k0, min(schedule.n_steps, k0 + _BLOCK_STEPS)), target, opts)
+    if storage == "draws":
+        steps = schedule.kept_steps(burn_in, thin)
+        n_draws = int(steps.size)
+    else:
+        n_draws = _count_kept(schedule, burn_in, thin)
+        steps = np.array([schedule.n_steps - 1]) if storage == "final" else np.zeros(0, np.int64)
+    if n_draws == 0:
+        raise ParameterError("burn_in", "no draw would be kept: check burn_in, thin and the schedule's sampling stages")
+    if storage == "final":
+        n_draws = 1
+    run = Run(target, method, schedule, opts, burn_in, thin, storage, n_draws, n_particles, basis)
+    return run, steps
+
+
+def _count_kept(schedule: Schedule, burn_in: int, thin: int) -> int:
+    seen = 0
+    for k0 in range(burn_in, schedule.n_steps, 1 << 16):
+        seen += int(np.count_nonzero(schedule.block(k0, min(schedule.n_steps, k0 + (1 << 16))).collect))
+    return -(-seen // thin)
 
 
 def _resolve_target(target):
     if isinstance(target, str):
         return _targets.get(target)
     if not isinstance(target, _targets.Target):
-        raise TypeError(
+        raise ParameterTypeError(
+            "target",
             f"target must be a sgsim Target or the name of one ({', '.join(sorted(_targets.TARGETS))}), "
-            f"got {type(target).__name__}"
+            f"got {type(target).__name__}",
         )
     return target
 
 
-def run_chain(run: ChainRun, state, gen, out, k0=0, k1=None, injected=None, work=None) -> int:
-    """Advance one chain in place over steps ``[k0, k1)``; return the failing step or -1.
+# ----------------------------------------------------------------------------- storage index
 
-    ``injected`` (shape ``(n_steps, d)``) replaces the generator's standard normals; ``gen``
-    may then be None unless the target's gradient is stochastic (it draws its minibatches
-    from ``gen``). ``work`` is the chain's copy of ``target.workspace``, updated in place;
-    pass the same buffer to every block of one chain (a fresh copy is used if omitted).
+
+class _Keeper:
+    """Decides, block by block, which steps are kept (and in which slot); fills the per-draw stats."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.seen = 0  # collected steps at or after burn_in so far
+        self.slot = 0  # next draw slot
+        n = 0 if run.storage == "moments" else run.n_draws
+        self.stats = {
+            "step_size": np.empty(n),
+            "temperature": np.empty(n),
+            "stage": np.empty(n, np.int8),
+            "cycle": np.empty(n, np.int32),
+            "step": np.empty(n, np.int64),
+        }
+        self.kept_steps = np.empty(n, np.int64)
+
+    def store(self, block: ScheduleBlock) -> np.ndarray:
+        run = self.run
+        k0, nb = block.k0, block.step_size.shape[0]
+        store = np.full(nb, NOTHING, np.int64)
+        if run.storage == "final":
+            if block.k1 == run.schedule.n_steps:
+                self._record(block, np.array([nb - 1]), 0)
+            return store
+        mask = block.collect.copy()
+        if run.burn_in > k0:
+            mask[: run.burn_in - k0] = False
+        idx = np.flatnonzero(mask)
+        take = idx[(self.seen + np.arange(idx.size)) % run.thin == 0]
+        self.seen += idx.size
+        if run.storage == "moments":
+            store[take] = MOMENTS
+            return store
+        slots = self.slot + np.arange(take.size)
+        store[take] = slots
+        self._record(block, take, self.slot)
+        self.slot += take.size
+        return store
+
+    def _record(self, block: ScheduleBlock, idx: np.ndarray, first: int) -> None:
+        sl = slice(first, first + idx.size)
+        for name in ("step_size", "temperature", "stage", "cycle"):
+            self.stats[name][sl] = getattr(block, name)[idx]
+        self.stats["step"][sl] = block.k0 + idx + 1
+        self.kept_steps[sl] = block.k0 + idx
+
+
+# ----------------------------------------------------------------------------- execution
+
+
+@dataclass
+class _Buffers:
+    state: np.ndarray  # (R, n_state) + member shape
+    rngs: np.ndarray  # (R, STATE_WORDS) or (R, L, STATE_WORDS)
+    works: np.ndarray  # (R, w) or (R, L, w)
+    failed: np.ndarray  # (R,) 0-based failing step, -1 if none
+    out: np.ndarray  # (R, n_draws) + member shape, or empty
+    count: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+    stats_out: np.ndarray  # (R, n_draws, n_stats) for ensembles
+
+
+@contextmanager
+def _numba_threads(n: int):
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress, injected=None, k_range=None):
+    """Advance every replica over the schedule (or ``k_range``) in place."""
+    target, alg = run.target, run.method.algorithm
+    n_rep = buf.state.shape[0]
+    k_start, k_stop = (0, run.schedule.n_steps) if k_range is None else k_range
+    d = target.dim
+    if run.interacting:
+        parallel = run.n_particles >= PARALLEL_PARTICLES and n_threads > 1 and alg.parallel_step is not None
+        loop = ensemble_loop(alg.parallel_step if parallel else alg.step)
+        workers = 1 if parallel else min(n_threads, n_rep)
+    else:
+        parallel = False
+        loop = chain_loop(alg.step)
+        workers = min(n_threads, n_rep)
+    n_chunks = 1 if workers == 1 else min(n_rep, 4 * workers)
+    bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
+    chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+    consts = alg.constants(run.options)
+    no_inj = np.zeros((n_rep, 0) + run.member_shape)
+    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+    block_steps = max(1, min(_BLOCK_STEPS, (1 << 22) // max(1, d)))
+    try:
+        with _numba_threads(n_threads if parallel else numba.get_num_threads()):
+            for k0 in range(k_start, k_stop, block_steps):
+                k1 = min(k_stop, k0 + block_steps)
+                block = run.schedule.block(k0, k1)
+                alpha = np.ascontiguousarray(block.step_size)
+                noise = run.noise(block)
+                store = keeper.store(block)
+                inj = no_inj if injected is None else injected[:, k0:k1]
+
+                def advance(c0, c1, alpha=alpha, noise=noise, store=store, inj=inj, k0=k0):
+                    args = (
+                        buf.state[c0:c1], buf.rngs[c0:c1], buf.works[c0:c1], buf.failed[c0:c1],
+                        target.grad_u, target.stochastic_grad_u, target.params, alpha, consts, noise, k0, store,
+                        buf.out[c0:c1], buf.count[c0:c1], buf.mean[c0:c1], buf.m2[c0:c1], inj[c0:c1],
+                    )  # fmt: skip
+                    if run.interacting:
+                        loop(*args, buf.stats_out[c0:c1])
+                    else:
+                        loop(*args)
+
+                if pool is None:
+                    for c0, c1 in chunks:
+                        advance(c0, c1)
+                else:
+                    for future in [pool.submit(advance, c0, c1) for c0, c1 in chunks]:
+                        future.result()
+                if progress is not None:
+                    progress.update((k1 - k0) * n_rep)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _allocate(run: Run, n_rep: int, state0: list[np.ndarray], rngs: np.ndarray) -> _Buffers:
+    member = run.member_shape
+    alg = run.method.algorithm
+    state = np.stack([np.asarray(s, np.float64) for s in state0], axis=1)
+    state = np.ascontiguousarray(state)
+    w = run.target.workspace
+    lead = (n_rep, run.n_particles) if run.interacting else (n_rep,)
+    works = np.empty(lead + w.shape, np.int64)
+    works[...] = w
+    d = run.target.dim
+    draws = run.n_draws if run.storage == "draws" else 0
+    out = np.empty((n_rep, draws) + member)
+    n_mom = n_rep * (run.n_particles or 1) if run.storage == "moments" else 0
+    count = np.zeros(n_mom, np.int64)
+    mean = np.zeros((n_mom, d))
+    m2 = np.zeros((n_mom, d, d))
+    stats_out = np.zeros((n_rep, draws, len(alg.stats)))
+    return _Buffers(state, rngs, works, np.full(n_rep, -1, np.int64), out, count, mean, m2, stats_out)
+
+
+def run_chain(run: Run, state, gen, out, k0=0, k1=None, injected=None, work=None) -> int:
+    """Advance one independent chain in place over steps ``[k0, k1)``; return the failing step or -1.
+
+    A thin layer over the compiled loop, for tests and for callers that drive one chain
+    themselves. ``state`` is a tuple of the chain's state arrays (``(theta,)`` or ``(theta,
+    velocity)``), updated in place; ``gen`` a PCG64 :class:`numpy.random.Generator`, advanced
+    exactly as the chain's stream would be; ``out`` the ``(n_draws, d)`` array of kept draws
+    (draw slots as in a whole run). ``injected`` (shape ``(n_steps, d)``) replaces the stream's
+    standard normals; ``gen`` may then be None unless the target's gradient is stochastic (it
+    draws its minibatches from the stream). ``work`` is the chain's copy of
+    ``target.workspace``, updated in place (a fresh copy if omitted).
     """
+    if run.interacting:
+        raise ParameterTypeError("run", "run_chain runs independent chains only")
     k1 = run.schedule.n_steps if k1 is None else k1
     tgt = run.target
     work = tgt.new_workspace() if work is None else tgt.check_workspace(work)
     if gen is None and tgt.stochastic_grad_u is not None:
         raise TypeError(f"target {tgt.name!r} draws minibatches from the chain's generator: gen must be given")
-    if injected is None:
-        injected = np.empty((0, run.target.dim))
-    else:
+    d = tgt.dim
+    inj = None
+    if injected is not None:
         injected = np.ascontiguousarray(injected, dtype=np.float64)
-        if injected.shape != (run.schedule.n_steps, run.target.dim):
-            raise ValueError(f"injected must have shape ({run.schedule.n_steps}, {run.target.dim})")
-    if gen is None:
-        gen = np.random.default_rng(0)  # unused: same compiled signature as a real run
-    return int(
-        run.method.run_chain(
-            state, gen, work, tgt, int(k0), int(k1), run.schedule, run.options, run.noise, run.store, out, injected
+        if injected.shape != (run.schedule.n_steps, d):
+            raise ValueError(f"injected must have shape ({run.schedule.n_steps}, {d})")
+        inj = injected[None]
+    st = _rng.state_of(gen) if gen is not None else np.zeros(_rng.STATE_WORDS, np.uint64)
+    buf = _allocate(run, 1, [np.asarray(s)[None] for s in state], st[None].copy())
+    buf.works[0] = work
+    if run.storage == "draws":
+        buf.out = np.asarray(out)[None] if out is not None else buf.out
+    keeper = _Keeper(run)
+    # the storage slots of a partial range are those of a whole run
+    if k0 > 0:
+        keeper_k = 0
+        while keeper_k < k0:
+            kb = min(k0, keeper_k + _BLOCK_STEPS)
+            keeper.store(run.schedule.block(keeper_k, kb))
+            keeper_k = kb
+    _execute(run, buf, keeper, 1, None, inj, (int(k0), int(k1)))
+    for i, s in enumerate(state):
+        s[...] = buf.state[0, i]
+    work[...] = buf.works[0]
+    if gen is not None:
+        _rng.set_state(gen, buf.rngs[0])
+    return int(buf.failed[0])
+
+
+# ----------------------------------------------------------------------------- the public call
+
+
+def _initial(name, value, lead: tuple[int, ...], member: tuple[int, ...], default):
+    if value is None:
+        return default()
+    arr = finite_array(name, value)
+    if arr.shape == member:
+        return np.ascontiguousarray(np.broadcast_to(arr, lead + member))
+    if arr.shape != lead + member:
+        raise ParameterError(
+            name, f"{name} must have shape {member} or (n_chains,) + {member} = {lead + member}, got {arr.shape}"
         )
-    )
+    return np.ascontiguousarray(arr)
 
 
 def sample(
@@ -187,11 +448,13 @@ def sample(
     n_steps=None,
     *,
     n_chains=1,
+    n_particles=None,
     seed=None,
     init=None,
     init_velocity=None,
     burn_in=0,
     thin=1,
+    storage="draws",
     schedule=None,
     noise_correction=False,
     on_divergence="raise",
@@ -200,45 +463,54 @@ def sample(
     log_density=False,
     **options,
 ):
-    """Run ``n_chains`` independent chains of ``method`` on ``target``.
+    """Run ``n_chains`` replicas of ``method`` on ``target``.
 
     Parameters
     ----------
     target : Target or str
         A :class:`sgsim.targets.Target` or a registered name (``"mixture_25"``, ...).
     method : str
-        ``"sgld"``, ``"sghmc"``, ``"csgld"`` or ``"csghmc"`` (see ``sgsim.integrators.METHODS``).
+        A registered method (``sgsim.METHODS``): ``"sgld"``, ``"sghmc"``, ``"csgld"``,
+        ``"csghmc"``, ``"svgd"``.
     n_steps : int
         Number of steps ``K``; may be omitted when ``schedule`` is given.
     n_chains : int
-        Number of independent chains, >= 1.
+        Number of independent replicas, >= 1: chains, or ensembles of ``n_particles``.
+    n_particles : int, optional
+        Interacting methods (SVGD): particles per ensemble, >= 2. Required for them, refused
+        by the others.
     seed : int or None
         Non-negative seed; ``None`` draws fresh entropy. The seed used is recorded in
         ``result.attrs["seed"]``. Chain ``c`` gives the same bits whatever ``n_chains`` and
         ``n_threads`` are (see :mod:`sgsim.rng`).
     init : array_like, optional
-        Initial positions, shape ``(d,)`` or ``(n_chains, d)``, finite. By default each
-        chain draws uniformly from the target's initial box with its own stream.
+        Initial positions: shape ``(d,)`` or ``(n_chains, d)`` for chains, ``(n_particles, d)``
+        or ``(n_chains, n_particles, d)`` for ensembles; finite. By default each chain (or
+        particle) draws uniformly from the target's initial box with its own stream.
     init_velocity : array_like, optional
-        SGHMC only: initial ``v_0`` (zero by default).
+        SGHMC only: initial ``v_0`` (zero by default), shaped like ``init``.
     burn_in : int
         Steps at the start whose draws are discarded, >= 0.
     thin : int
         Keep every ``thin``-th collected draw, >= 1.
+    storage : {"draws", "final", "moments"}
+        Keep every kept draw (default), only the final state, or per chain the running mean
+        and covariance of the kept draws (``result.moments``).
     schedule : Schedule, optional
         An explicit schedule (e.g. :func:`sgsim.schedules.polynomial_decay`); replaces the
         method's schedule options.
     noise_correction : bool
         Reduce the injected noise by the target's emulated gradient-noise covariance
-        ``grad_noise_cov`` so the total noise is exact (THEORY A1, A2). It does not see the
-        noise of a genuine minibatch gradient (``target.stochastic_grad_u``).
+        ``grad_noise_cov`` so the total noise is exact (:mod:`sgsim.dynamics`). It does not
+        see the noise of a genuine minibatch gradient (``target.stochastic_grad_u``).
     on_divergence : {"raise", "mark"}
         A chain whose state becomes non-finite stops. ``"raise"`` (default) raises
         :class:`DivergenceError` naming each such chain and step; ``"mark"`` warns, keeps
         the other chains, fills the diverged chain's remaining draws with NaN and records
         ``sample_stats["diverged"]``.
     n_threads : int, optional
-        Threads that run chains; numba's thread count by default. Never changes the result.
+        Threads that run replicas (or, for large ensembles, particle loops); numba's thread
+        count by default. Never changes the result.
     progress : bool
         Show a tqdm progress bar.
     log_density : bool
@@ -247,17 +519,15 @@ def sample(
     **options
         Method options: ``step_size`` (``alpha`` or ``alpha_0``), ``temperature``; cyclical
         methods: ``n_cycles``, ``explore_fraction``, ``skip_per_cycle``; SGHMC: ``friction``
-        (``eta``), ``gamma_hat``.
+        (``eta``), ``gamma_hat``; SVGD: ``bandwidth``, ``normalise``.
 
     Returns
     -------
     arviz.InferenceData
-        ``posterior["theta"]`` with dims ``(chain, draw, dim)``; ``sample_stats`` with
-        ``step_size``, ``temperature``, ``stage``, ``cycle``, ``step`` (1-based iteration of
-        each draw), ``diverged`` and, if asked, ``lp``; ``attrs`` with the seed, method,
-        target, schedule and options, enough to replay the run.
+        See :mod:`sgsim.results` for the groups. ``attrs["sgsim_config"]`` holds the run's
+        spec (enough to :func:`replay` it), with its arrays in the ``run_spec`` group.
     """
-    run, steps = prepare(
+    run, _ = prepare(
         target,
         method,
         n_steps,
@@ -265,170 +535,247 @@ def sample(
         burn_in=burn_in,
         thin=thin,
         noise_correction=noise_correction,
+        storage=storage,
+        n_particles=n_particles,
         **options,
     )
     n_chains = integer("n_chains", n_chains, low=1)
     seed = _rng.resolve_seed(seed)
     if on_divergence not in ("raise", "mark"):
-        raise ValueError(f"on_divergence must be 'raise' or 'mark', got {on_divergence!r}")
+        raise ParameterError("on_divergence", f"on_divergence must be 'raise' or 'mark', got {on_divergence!r}")
     n_threads = numba.get_num_threads() if n_threads is None else integer("n_threads", n_threads, low=1)
-    d = run.target.dim
-    tgt = run.target
+    log_density = boolean("log_density", log_density)
+    tgt, alg = run.target, run.method.algorithm
+    member = run.member_shape
+    lead = (n_chains,)
 
     def default_init():
-        return np.stack([_rng.init_generator(seed, c).uniform(tgt.init_low, tgt.init_high) for c in range(n_chains)])
+        if run.interacting:
+            states = _rng.particle_states(seed, n_chains, run.n_particles, _rng.INIT_STREAM).reshape(
+                -1, _rng.STATE_WORDS
+            )
+        else:
+            states = _rng.chain_states(seed, n_chains, _rng.INIT_STREAM)
+        return _rng.uniform_rows(states, tgt.init_low, tgt.init_high).reshape(lead + member)
 
-    theta0 = _initial("init", init, n_chains, d, default_init)
-    if "velocity" in run.method.state_names:
-        v0 = _initial("init_velocity", init_velocity, n_chains, d, lambda: np.zeros((n_chains, d)))
-    elif init_velocity is not None:
-        raise TypeError(f"init_velocity applies to SGHMC methods only, not {run.method.name!r}")
+    theta0 = _initial("init", init, lead, member, default_init)
+    state0 = [theta0]
+    for name in alg.state[1:]:
+        if name == "velocity":
+            state0.append(_initial("init_velocity", init_velocity, lead, member, lambda: np.zeros(lead + member)))
+        else:
+            state0.append(np.zeros(lead + member))
+    if init_velocity is not None and "velocity" not in alg.state:
+        raise ParameterTypeError(
+            "init_velocity", f"init_velocity applies to SGHMC methods only, not {run.method.name!r}"
+        )
+    if run.interacting and run.options.get("bandwidth") == "median":
+        spread = np.ptp(theta0, axis=1).max(axis=-1)
+        if np.any(spread == 0):
+            raise ParameterError("init", "the particles of an ensemble coincide: the median bandwidth would be 0")
+    if run.interacting:
+        rngs = _rng.particle_states(seed, n_chains, run.n_particles)
+    else:
+        rngs = _rng.chain_states(seed, n_chains)
+    buf = _allocate(run, n_chains, state0, rngs)
+    keeper = _Keeper(run)
 
-    # chain c owns row c of each array; the kernels keep their working state in buffers of
-    # their own and write it back when they return, so two threads never write the same
-    # cache line step after step
-    states = [np.array(theta0, dtype=np.float64, order="C")]
-    if "velocity" in run.method.state_names:
-        states.append(np.array(v0, dtype=np.float64, order="C"))
-    draws = np.empty((n_chains, run.n_draws, d))
-    failed: dict[int, int] = {}
-
-    n = run.schedule.n_steps
-    bounds = list(range(0, n, _BLOCK_STEPS)) + [n]
-    blocks = list(itertools.pairwise(bounds))
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=n * n_chains, desc=f"{run.method.name} on {run.target.name}", unit="step")
-    # created here rather than in the workers: Python work there holds the GIL while the
-    # other thread wants it back after each kernel call, which made short chains slower
-    # on two threads than on one
-    gens = [_rng.chain_generator(seed, c) for c in range(n_chains)]
-    lock = threading.Lock()
-    queue = iter(range(n_chains))
-
-    def work():
-        # take the next chain and run all its blocks: no barrier between the threads
-        while True:
-            with lock:
-                c = next(queue, None)
-            if c is None:
-                return
-            state = tuple(arr[c] for arr in states)
-            work = run.target.new_workspace()  # the chain's minibatch state, carried across blocks
-            for k0, k1 in blocks:
-                k = run_chain(run, state, gens[c], draws[c], k0, k1, work=work)
-                if bar is not None:
-                    with lock:
-                        bar.update((k1 if k < 0 else n) - k0)
-                if k >= 0:
-                    failed[c] = k + 1
-                    break
-
+        bar = tqdm(total=run.schedule.n_steps * n_chains, desc=f"{run.method.name} on {tgt.name}", unit="step")
     t0 = time.perf_counter()
-    workers = max(1, min(n_threads, n_chains))
-    if workers == 1:
-        work()
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for future in [pool.submit(work) for _ in range(workers)]:
-                future.result()
+    try:
+        _execute(run, buf, keeper, n_threads, bar)
+    finally:
+        if bar is not None:
+            bar.close()
     elapsed = time.perf_counter() - t0
-    if bar is not None:
-        bar.close()
+
+    failed = {int(c): int(k) + 1 for c, k in enumerate(buf.failed) if k >= 0}
     if failed and on_divergence == "raise":
-        raise DivergenceError(failed, run.method.name, run.target.name)
-    diverged = np.zeros((n_chains, run.n_draws), bool)
-    for c, k in failed.items():
-        diverged[c] = steps + 1 >= k
-        draws[c, diverged[c]] = np.nan  # never written by the kernel
+        raise DivergenceError(failed, run.method.name, tgt.name)
     if failed:
-        warnings.warn(str(DivergenceError(failed, run.method.name, run.target.name)), RuntimeWarning, stacklevel=2)
-
-    config = {
-        "seed": seed,
-        "method": run.method.name,
-        "target": run.target.name,
-        "n_chains": n_chains,
-        "burn_in": burn_in,
-        "thin": thin,
-        "schedule": run.schedule.description,
-        "options": run.options,
-        "grad_noise_cov": run.target.grad_noise_cov.tolist(),
-    }
-    if run.target.stochastic_grad_u is not None:
-        config["stochastic_gradient"] = run.target.extras.get("stochastic_gradient", "stochastic_grad_u")
-    final = dict(zip(run.method.state_names, states, strict=True))
-    return _to_inference_data(run, steps, draws, diverged, theta0, final, seed, config, elapsed, log_density)
+        warnings.warn(str(DivergenceError(failed, run.method.name, tgt.name)), RuntimeWarning, stacklevel=2)
+    return _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_density, init, init_velocity)
 
 
-def _to_inference_data(run, steps, draws, diverged, theta0, final, seed, config, elapsed, log_density):
-    # The datasets are built directly: what az.from_dict would build, without its copies,
-    # its per-variable coordinate handling (most of the cost of a short run) or its
-    # "more chains than draws" guess, which is spurious here.
-    import datetime
-
-    import arviz as az
-    import xarray as xr
-
+def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_density, init, init_velocity):
     from . import __version__
 
-    n_chains = draws.shape[0]
-    sched = run.schedule
-
-    def per_draw(x):
-        # the schedule is shared by all chains: a read-only broadcast view, not n_chains copies
-        return np.broadcast_to(x[steps], (n_chains, steps.size))
-
-    stats = {
-        "step_size": per_draw(sched.step_size),
-        "temperature": per_draw(sched.temperature),
-        "stage": per_draw(sched.stage),
-        "cycle": per_draw(sched.cycle),
-        "step": per_draw(np.arange(1, sched.n_steps + 1)),
-        "diverged": diverged,
-    }
-    if log_density:
-        finite = np.all(np.isfinite(draws), axis=-1)
-        lp = run.target.log_density(np.where(finite[..., None], draws, 0.0))
-        stats["lp"] = np.where(finite, lp, np.nan)
+    tgt, alg = run.target, run.method.algorithm
+    n_draws = run.n_draws
+    diverged = np.zeros((n_chains, n_draws), bool)
+    if run.storage == "draws":
+        theta = buf.out
+    elif run.storage == "final":
+        theta = buf.state[:, 0][:, None].copy()
+    else:
+        theta = None
+    for c, k in failed.items():
+        diverged[c] = keeper.kept_steps + 1 >= k
+        if theta is not None and run.storage == "draws":
+            theta[c, diverged[c]] = np.nan  # never written by the kernel
+    chain_stats: dict = {"diverged": diverged}
+    if run.interacting:
+        for q, name in enumerate(alg.stats):
+            values = buf.stats_out[..., q] if run.storage == "draws" else np.full((n_chains, n_draws), np.nan)
+            chain_stats[name] = values
+    if log_density and theta is not None:
+        finite = np.all(np.isfinite(theta), axis=-1)
+        lp = tgt.log_density(np.where(finite[..., None], theta, 0.0))
+        chain_stats["lp"] = np.where(finite, lp, np.nan)
+    constants = {"init": theta0}
+    for i, name in enumerate(alg.state):
+        constants[f"final_{name}"] = buf.state[:, i]
+    diverged_at = np.zeros(n_chains, np.int64)
+    for c, k in failed.items():
+        diverged_at[c] = k
+    constants["diverged_at"] = diverged_at
+    moments = None
+    if run.storage == "moments":
+        shape = (n_chains, run.n_particles) if run.interacting else (n_chains,)
+        count = buf.count.reshape(shape)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cov = buf.m2 / np.maximum(buf.count - 1, 1)[:, None, None]
+        member = run.member_shape
+        moments = {
+            "theta_mean": buf.mean.reshape((n_chains,) + member),
+            "theta_cov": cov.reshape((n_chains,) + member + (tgt.dim,)),
+            "n_draws": count.reshape(n_chains, -1)[:, 0],
+        }
+    spec = _spec.RunSpec(
+        target=tgt.spec,
+        target_name=tgt.name,
+        target_fingerprint=tgt.fingerprint(),
+        method=run.method.name,
+        options={k: v for k, v in run.options.items() if k != "n_particles"},
+        schedule=run.schedule.description,
+        schedule_arrays=None if run.schedule.is_formula else dict(run.schedule.arrays()),
+        seed=seed,
+        n_chains=n_chains,
+        n_particles=run.n_particles,
+        burn_in=run.burn_in,
+        thin=run.thin,
+        storage=run.storage,
+        init=None if init is None else np.asarray(theta0),
+        init_velocity=None
+        if init_velocity is None
+        else np.array(np.broadcast_to(np.asarray(init_velocity, float), theta0.shape)),
+        log_density=log_density,
+        grad_noise_cov=tgt.grad_noise_cov.tolist(),
+        stochastic_gradient=(
+            None if tgt.stochastic_grad_u is None else tgt.extras.get("stochastic_gradient", "stochastic_grad_u")
+        ),
+    )
+    text, arrays = _spec.encode(spec)
     attrs = {
         "seed": seed,
         "sgsim_version": __version__,
         "numba_version": numba.__version__,
         "numpy_version": np.__version__,
         "sampling_time_s": elapsed,
-        "sgsim_config": json.dumps(config, sort_keys=True),
+        "sgsim_config": text,
         "method": run.method.name,
-        "target": run.target.name,
-        "rng": "SeedSequence(seed, spawn_key=(chain, 0)) -> PCG64 per chain (Gaussian noise and minibatches)",
+        "target": tgt.name,
+        "storage": run.storage,
+        "coupling": alg.coupling,
+        "rng": (
+            "PCG64 per chain from SeedSequence(seed, spawn_key=(chain, 0)); per particle (chain, 0, particle); "
+            "NumPy's ziggurat normals"
+        ),
     }
-    origin = az.rcParams["data.index_origin"]
-    chain = np.arange(origin, origin + n_chains)
-    draw = np.arange(origin, origin + draws.shape[1])
-    dim = np.arange(run.target.dim)
-
-    def stamped():
-        # the attributes az.from_dict gives the groups it creates
-        created = datetime.datetime.now(datetime.timezone.utc).isoformat()
-        return {"created_at": created, "arviz_version": az.__version__, **attrs}
-
-    posterior = xr.Dataset(
-        {"theta": (("chain", "draw", "dim"), draws)},
-        coords={"chain": chain, "draw": draw, "dim": dim},
-        attrs=stamped(),
-    )
-    sample_stats = xr.Dataset(
-        {k: (("chain", "draw"), v) for k, v in stats.items()},
-        coords={"chain": chain, "draw": draw},
-        attrs=stamped(),
-    )
-    # per-chain quantities (no draw dimension) go to their own group
-    constant = {"init": theta0, **{f"final_{name}": value for name, value in final.items()}}
-    constant_data = xr.Dataset(
-        {k: (("chain", "dim"), v) for k, v in constant.items()},
-        coords={"chain": np.arange(n_chains), "dim": dim},
+    output = RunOutput(
+        storage=run.storage,
+        theta=theta,
+        draw_stats=keeper.stats,
+        chain_stats=chain_stats,
+        constants=constants,
+        moments=moments,
         attrs=attrs,
+        spec_arrays=arrays,
     )
-    return az.InferenceData(posterior=posterior, sample_stats=sample_stats, constant_data=constant_data, attrs=attrs)
+    return to_inference_data(output)
+
+
+# ----------------------------------------------------------------------------- replay
+
+
+def replay(source, *, target=None, n_threads=None, progress=False):
+    """Run again the run that produced ``source``, bit for bit.
+
+    Parameters
+    ----------
+    source : str, path-like or arviz.InferenceData
+        A result file written by :func:`sgsim.io.write_result` (or ``sgsim run``), or a result.
+    target : Target, optional
+        The target to use instead of rebuilding it from the recorded spec: needed for a
+        target built by hand (``sgsim.targets.Target(...)``), which has no spec. It must be
+        the target that was sampled (its fingerprint is checked).
+    n_threads : int, optional
+        Threads; never changes the result.
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    arviz.InferenceData
+        The new result, whose draws equal the recorded ones bit for bit.
+
+    Raises
+    ------
+    ValueError
+        If the target cannot be rebuilt (built by hand and not given), or the rebuilt or given
+        target differs from the one sampled.
+    """
+    if hasattr(source, "attrs") and hasattr(source, "groups"):
+        idata = source
+    else:
+        from .io import read_result
+
+        idata = read_result(source)
+    arrays = {}
+    if "run_spec" in idata.groups():
+        arrays = {name: idata["run_spec"][name].values for name in idata["run_spec"].data_vars}
+    spec = _spec.decode(idata.attrs["sgsim_config"], arrays)
+    if target is None:
+        if spec.target is None:
+            raise ParameterError(
+                "target",
+                f"target {spec.target_name!r} was built by hand (sgsim.targets.Target), so the result cannot "
+                "rebuild it: pass the same target as replay(..., target=...)",
+            )
+        target = _targets.build(spec.target)
+    if target.fingerprint() != spec.target_fingerprint:
+        raise ParameterError(
+            "target",
+            f"the target {'rebuilt from the result' if target is None else 'given'} is not the one sampled "
+            f"({spec.target_name!r}): its parameters, noise or initial box differ",
+        )
+    schedule = from_description(spec.schedule, spec.schedule_arrays)
+    options = dict(spec.options)
+    noise_correction = options.pop("noise_correction", False)
+    return sample(
+        target,
+        spec.method,
+        schedule=schedule,
+        n_chains=spec.n_chains,
+        n_particles=spec.n_particles,
+        seed=spec.seed,
+        init=spec.init,
+        init_velocity=spec.init_velocity,
+        burn_in=spec.burn_in,
+        thin=spec.thin,
+        storage=spec.storage,
+        noise_correction=noise_correction,
+        log_density=spec.log_density,
+        n_threads=n_threads,
+        progress=progress,
+        on_divergence="mark",
+        **options,
+    )
+
+
+# the old name of Run, kept for callers of the first version
+ChainRun = Run

@@ -18,17 +18,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import integer, positive_float, real
+from ._validate import ParameterError, ParameterTypeError, integer, positive_float, real
 
 __all__ = [
     "Schedule",
+    "ScheduleBlock",
+    "from_description",
     "constant",
     "polynomial_decay",
     "cyclical",
     "cycle_length",
     "exploration_steps",
-    "cyclical_sum",
-    "cyclical_sum_squares",
     "EXPLORATION",
     "SAMPLING",
 ]
@@ -37,48 +37,199 @@ EXPLORATION = 0
 SAMPLING = 1
 
 
-@dataclass(frozen=True, eq=False)
-class Schedule:
-    """Per-step arrays of one run (length ``n_steps``).
+@dataclass(frozen=True)
+class ScheduleBlock:
+    """The per-step values of steps ``k0 .. k1 - 1`` (0-based) of a :class:`Schedule`.
 
     Attributes
     ----------
-    step_size : ndarray of float64
-    temperature : ndarray of float64
+    k0 : int
+        Index of the first step of the block.
+    step_size, temperature : ndarray of float64
     stage : ndarray of int8
-        ``EXPLORATION`` (0) or ``SAMPLING`` (1).
     cycle : ndarray of int32
-        0-based cycle index (all zero for non-cyclical schedules).
     collect : ndarray of bool
-        Whether the iterate after this step is a sample.
-    description : dict
-        The constructor and its arguments, recorded in results.
     """
 
+    k0: int
     step_size: np.ndarray
     temperature: np.ndarray
     stage: np.ndarray
     cycle: np.ndarray
     collect: np.ndarray
-    description: dict
-
-    def __post_init__(self):
-        n = self.step_size.shape[0]
-        for name in ("temperature", "stage", "cycle", "collect"):
-            if getattr(self, name).shape != (n,):
-                raise ValueError(f"Schedule.{name} must have shape ({n},)")
-        for arr in (self.step_size, self.temperature, self.stage, self.cycle, self.collect):
-            arr.setflags(write=False)
 
     @property
-    def n_steps(self) -> int:
-        """Number of steps ``K``."""
-        return int(self.step_size.shape[0])
+    def k1(self) -> int:
+        """One past the index of the last step of the block."""
+        return self.k0 + int(self.step_size.shape[0])
+
+
+_FIELDS = ("step_size", "temperature", "stage", "cycle", "collect")
+_DTYPES = {"step_size": np.float64, "temperature": np.float64, "stage": np.int8, "cycle": np.int32, "collect": bool}
+
+
+class Schedule:
+    """The per-step values of one run, computable block by block.
+
+    For every step ``k = 1..K`` (stored 0-based): the step size ``alpha_k``, the temperature
+    ``T_k``, the stage (0 = exploration, 1 = sampling), the cycle index, and ``collect``:
+    whether the draw after step ``k`` belongs to the sample (before burn-in and thinning,
+    which :func:`sgsim.sample` applies). The constructors (:func:`constant`,
+    :func:`polynomial_decay`, :func:`cyclical`) compute any block of steps from their formula
+    (:meth:`block`), so that a run of ``10^8`` steps never holds ``10^8`` values; the
+    attributes ``step_size`` etc. give the whole sequences when asked for.
+
+    ``Schedule(step_size, temperature, stage, cycle, collect, description)`` builds a schedule
+    from arrays (lists are accepted), checked like the constructors' arguments: step sizes
+    finite and > 0, temperatures finite and >= 0, stages 0 or 1, cycles >= 0. ``stage``,
+    ``cycle`` and ``collect`` default to sampling, cycle 0 and every step collected.
+
+    Attributes
+    ----------
+    n_steps : int
+        ``K``.
+    description : dict
+        The constructor and its arguments, recorded in results (and enough to rebuild a
+        formula schedule with :func:`from_description`).
+    """
+
+    def __init__(self, step_size, temperature, stage=None, cycle=None, collect=None, description=None):
+        alpha = _sequence("step_size", step_size, np.float64)
+        n = alpha.shape[0]
+        if n < 1:
+            raise ParameterError("step_size", "step_size must hold at least one step")
+        if not np.all(alpha > 0):
+            raise ParameterError("step_size", f"step_size must be > 0 at every step, got min {alpha.min():.4g}")
+        temp = _sequence("temperature", temperature, np.float64, n)
+        if not np.all(temp >= 0):
+            raise ParameterError("temperature", f"temperature must be >= 0 at every step, got min {temp.min():.4g}")
+        stage = np.full(n, SAMPLING, np.int8) if stage is None else _sequence("stage", stage, np.int8, n)
+        if not np.all((stage == EXPLORATION) | (stage == SAMPLING)):
+            raise ParameterError("stage", "stage must be 0 (exploration) or 1 (sampling) at every step")
+        cycle = np.zeros(n, np.int32) if cycle is None else _sequence("cycle", cycle, np.int32, n)
+        if not np.all(cycle >= 0):
+            raise ParameterError("cycle", "cycle must be >= 0 at every step")
+        collect = np.ones(n, bool) if collect is None else _sequence("collect", collect, bool, n)
+        if description is None:
+            description = {"schedule": "arrays", "n_steps": n}
+        elif not isinstance(description, dict):
+            raise ParameterTypeError("description", f"description must be a dict, got {type(description).__name__}")
+        self._arrays: dict[str, np.ndarray] | None = dict(
+            step_size=alpha, temperature=temp, stage=stage, cycle=cycle, collect=collect
+        )
+        for arr in self._arrays.values():
+            arr.setflags(write=False)
+        self._values = None
+        self.n_steps = int(n)
+        self.description = dict(description)
+
+    @classmethod
+    def from_formula(cls, n_steps: int, values, description: dict) -> Schedule:
+        """A schedule whose block ``[k0, k1)`` is ``values(k0, k1)``, a :class:`ScheduleBlock`."""
+        self = cls.__new__(cls)
+        self._arrays = None
+        self._values = values
+        self.n_steps = int(n_steps)
+        self.description = dict(description)
+        return self
+
+    @property
+    def is_formula(self) -> bool:
+        """Whether the schedule is computed from a formula (else it holds arrays)."""
+        return self._values is not None
+
+    def block(self, k0: int, k1: int) -> ScheduleBlock:
+        """The values of steps ``k0 .. k1 - 1`` (0-based, ``0 <= k0 < k1 <= n_steps``)."""
+        if not 0 <= k0 < k1 <= self.n_steps:
+            raise ValueError(f"block [{k0}, {k1}) is not within [0, {self.n_steps})")
+        if self._values is not None:
+            return self._values(k0, k1)
+        assert self._arrays is not None
+        return ScheduleBlock(k0, *(self._arrays[f][k0:k1] for f in _FIELDS))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """All per-step values as read-only arrays (computed once for a formula schedule)."""
+        if self._arrays is None:
+            whole = self.block(0, self.n_steps)
+            arrays = {f: np.asarray(getattr(whole, f)) for f in _FIELDS}
+            for arr in arrays.values():
+                arr.setflags(write=False)
+            self._arrays = arrays
+        return self._arrays
+
+    @property
+    def step_size(self) -> np.ndarray:
+        """``alpha_k`` for every step (float64)."""
+        return self.arrays()["step_size"]
+
+    @property
+    def temperature(self) -> np.ndarray:
+        """``T_k`` for every step (float64)."""
+        return self.arrays()["temperature"]
+
+    @property
+    def stage(self) -> np.ndarray:
+        """``EXPLORATION`` (0) or ``SAMPLING`` (1) for every step (int8)."""
+        return self.arrays()["stage"]
+
+    @property
+    def cycle(self) -> np.ndarray:
+        """0-based cycle index of every step (int32; all zero for non-cyclical schedules)."""
+        return self.arrays()["cycle"]
+
+    @property
+    def collect(self) -> np.ndarray:
+        """Whether the iterate after each step is a sample (bool)."""
+        return self.arrays()["collect"]
 
     @property
     def n_cycles(self) -> int:
         """Number of (possibly truncated) cycles actually present."""
-        return int(self.cycle[-1]) + 1 if self.n_steps else 0
+        return int(self.block(self.n_steps - 1, self.n_steps).cycle[0]) + 1
+
+    def kept_steps(self, burn_in: int = 0, thin: int = 1, block_size: int = 1 << 16) -> np.ndarray:
+        """0-based indices of the steps whose draws are kept: collected, ``>= burn_in``, every ``thin``-th."""
+        kept, seen = [], 0
+        for k0 in range(burn_in, self.n_steps, block_size):
+            k1 = min(self.n_steps, k0 + block_size)
+            idx = np.flatnonzero(self.block(k0, k1).collect)
+            take = idx[(seen + np.arange(idx.size)) % thin == 0] + k0
+            seen += idx.size
+            kept.append(take)
+        return np.concatenate(kept) if kept else np.zeros(0, np.int64)
+
+
+def _sequence(name, value, dtype, n=None) -> np.ndarray:
+    try:
+        arr = np.array(value, dtype=np.float64 if dtype is not bool else bool)
+    except (TypeError, ValueError) as exc:
+        raise ParameterTypeError(name, f"{name} must be a sequence of numbers") from exc
+    if arr.ndim == 0 and n is not None:
+        arr = np.full(n, arr)
+    if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
+        want = f"({n},)" if n is not None else "(n_steps,)"
+        raise ParameterError(name, f"{name} must have shape {want}, got {arr.shape}")
+    if dtype is not bool:
+        if not np.all(np.isfinite(arr)):
+            raise ParameterError(name, f"{name} must be finite at every step")
+        if dtype is not np.float64 and not np.all(arr == np.round(arr)):
+            raise ParameterError(name, f"{name} must hold integers")
+    return np.ascontiguousarray(arr.astype(dtype))
+
+
+def from_description(description: dict, arrays: dict | None = None) -> Schedule:
+    """Rebuild a schedule from its ``description`` (and, for an array schedule, its arrays)."""
+    kind = description.get("schedule")
+    args = {k: v for k, v in description.items() if k not in ("schedule", "cycle_length")}
+    if kind == "constant":
+        return constant(**args)
+    if kind == "polynomial_decay":
+        return polynomial_decay(**args)
+    if kind == "cyclical":
+        return cyclical(**args)
+    if arrays is None:
+        raise ValueError(f"schedule {kind!r} is not a formula: its per-step arrays are needed to rebuild it")
+    return Schedule(**{f: arrays[f] for f in _FIELDS if f in arrays}, description=description)
 
 
 def _steps(n_steps) -> int:
@@ -94,13 +245,20 @@ def constant(step_size: float, n_steps: int, temperature: float = 1.0) -> Schedu
     alpha = positive_float("step_size", step_size)
     n = _steps(n_steps)
     temp = _temperature(temperature)
-    return Schedule(
-        step_size=np.full(n, alpha),
-        temperature=np.full(n, temp),
-        stage=np.full(n, SAMPLING, np.int8),
-        cycle=np.zeros(n, np.int32),
-        collect=np.ones(n, bool),
-        description={"schedule": "constant", "step_size": alpha, "n_steps": n, "temperature": temp},
+
+    def values(k0, k1):
+        m = k1 - k0
+        return ScheduleBlock(
+            k0,
+            np.full(m, alpha),
+            np.full(m, temp),
+            np.full(m, SAMPLING, np.int8),
+            np.zeros(m, np.int32),
+            np.ones(m, bool),
+        )
+
+    return Schedule.from_formula(
+        n, values, {"schedule": "constant", "step_size": alpha, "n_steps": n, "temperature": temp}
     )
 
 
@@ -136,15 +294,19 @@ def polynomial_decay(
     b = real("b", b, 0.0)
     hold = integer("hold", hold, low=0)
     temp = _temperature(temperature)
-    k = np.arange(1, n + 1, dtype=np.float64)
-    alpha = a * (b + np.maximum(k - hold, 1.0)) ** (-gamma)
-    return Schedule(
-        step_size=alpha,
-        temperature=np.full(n, temp),
-        stage=np.full(n, SAMPLING, np.int8),
-        cycle=np.zeros(n, np.int32),
-        collect=np.ones(n, bool),
-        description={
+
+    def values(k0, k1):
+        k = np.arange(k0 + 1, k1 + 1, dtype=np.float64)
+        m = k1 - k0
+        alpha = a * (b + np.maximum(k - hold, 1.0)) ** (-gamma)
+        return ScheduleBlock(
+            k0, alpha, np.full(m, temp), np.full(m, SAMPLING, np.int8), np.zeros(m, np.int32), np.ones(m, bool)
+        )
+
+    return Schedule.from_formula(
+        n,
+        values,
+        {
             "schedule": "polynomial_decay",
             "a": a,
             "gamma": gamma,
@@ -225,18 +387,26 @@ def cyclical(
             UserWarning,
             stacklevel=2,
         )
-    k = np.arange(n)
-    pos = k % length
-    alpha = 0.5 * alpha0 * (np.cos(np.pi * pos / length) + 1.0)
     n_explore = exploration_steps(length, beta)
-    stage = np.where(pos < n_explore, EXPLORATION, SAMPLING).astype(np.int8)
-    return Schedule(
-        step_size=alpha,
-        temperature=np.where(stage == SAMPLING, temp, 0.0),
-        stage=stage,
-        cycle=(k // length).astype(np.int32),
-        collect=(stage == SAMPLING) & (pos - n_explore >= skip),
-        description={
+
+    def values(k0, k1):
+        k = np.arange(k0, k1)
+        pos = k % length
+        alpha = 0.5 * alpha0 * (np.cos(np.pi * pos / length) + 1.0)
+        stage = np.where(pos < n_explore, EXPLORATION, SAMPLING).astype(np.int8)
+        return ScheduleBlock(
+            k0,
+            alpha,
+            np.where(stage == SAMPLING, temp, 0.0),
+            stage,
+            (k // length).astype(np.int32),
+            (stage == SAMPLING) & (pos - n_explore >= skip),
+        )
+
+    return Schedule.from_formula(
+        n,
+        values,
+        {
             "schedule": "cyclical",
             "step_size": alpha0,
             "n_cycles": m,
@@ -247,35 +417,3 @@ def cyclical(
             "cycle_length": length,
         },
     )
-
-
-def _full_cycles(n_steps, n_cycles) -> tuple[int, int, int]:
-    n = _steps(n_steps)
-    m = integer("n_cycles", n_cycles, low=1)
-    if n % m:
-        raise ValueError(f"the exact sums need n_steps to be a multiple of n_cycles, got K={n}, M={m}")
-    return n, m, n // m
-
-
-def cyclical_sum(step_size: float, n_cycles: int, n_steps: int) -> float:
-    """Exact ``sum_k alpha_k`` of the cosine schedule: ``alpha_0 (K + M) / 2`` (THEORY A3).
-
-    [cSG] App. C prints ``K alpha_0 / 2``, which drops ``alpha_0 M / 2`` (erratum H2).
-    Requires ``K = M L_c``. For ``L_c = 1`` the schedule is constant and the formula still
-    holds.
-    """
-    alpha0 = positive_float("step_size", step_size)
-    n, m, _ = _full_cycles(n_steps, n_cycles)
-    return alpha0 * (n + m) / 2.0
-
-
-def cyclical_sum_squares(step_size: float, n_cycles: int, n_steps: int) -> float:
-    """Exact ``sum_k alpha_k^2``: ``alpha_0^2 (3K/8 + M/2)`` for ``L_c >= 2``, ``K alpha_0^2`` for ``L_c = 1``.
-
-    [cSG] eq. 17 prints ``3 alpha_0^2 K / 8`` (erratum H2).
-    """
-    alpha0 = positive_float("step_size", step_size)
-    n, m, length = _full_cycles(n_steps, n_cycles)
-    if length == 1:
-        return n * alpha0**2
-    return alpha0**2 * (3.0 * n / 8.0 + m / 2.0)

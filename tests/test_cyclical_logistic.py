@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from sgsim import schedules
+from sgsim import schedules, theory
 from sgsim.experiments import cyclical_logistic as cl
 from sgsim.targets import regression
 
@@ -66,7 +66,7 @@ def test_step_size_rules(heart):
     assert a["sghmc"] ** 2 * lam_v == pytest.approx(0.5 * 2 * 0.1 * a["sghmc"])
     # cyclical: the same sum of step sizes over the K = 6000 steps as the constant step
     for cyc, base in (("csgld", "sgld"), ("csghmc", "sghmc")):
-        assert schedules.cyclical_sum(a[cyc], 6, 6000) == pytest.approx(6000 * a[base], rel=1e-12)
+        assert theory.cyclical_sum(a[cyc], 6, 6000) == pytest.approx(6000 * a[base], rel=1e-12)
     b = cl.step_sizes(scale, cl.Settings(step_rule="stability"))
     lam_h = scale.hessian_eigenvalues[-1]
     assert b["sgld"] * lam_h == pytest.approx(0.5) and b["sghmc"] * lam_h == pytest.approx(0.5 * 1.9)

@@ -36,26 +36,26 @@ def coverage_of_sets(draw, n_sets=100, n=5000, seed=0, **kwargs):
 
 
 def test_mode_coverage_of_exact_draws_matches_the_binomial_oracle():
-    cov = coverage_of_sets(MIX25.sample)
+    cov = coverage_of_sets(MIX25.exact_draws)
     mean, sd = D.expected_mode_coverage(5000, 25, P_BALL)
     se = sd / math.sqrt(cov.size)  # mean of independent replicate sets: oracle sd / sqrt(sets)
     assert_within_se(cov.mean(), mean, se, what="mean coverage at n = 5000")
     # negative controls, same check: a sampler stuck in 12 of the 25 modes; a radius set to 0.15
     stuck = targets.gaussian_mixture(MIX25.mode_centres[:12], 0.03)
     with pytest.raises(AssertionError):
-        assert_within_se(coverage_of_sets(stuck.sample, 20).mean(), mean, se)
+        assert_within_se(coverage_of_sets(stuck.exact_draws, 20).mean(), mean, se)
     with pytest.raises(AssertionError):
-        assert_within_se(coverage_of_sets(MIX25.sample, 20, radius=0.15).mean(), mean, se)
+        assert_within_se(coverage_of_sets(MIX25.exact_draws, 20, radius=0.15).mean(), mean, se)
 
 
 def test_mode_coverage_at_the_extremes():
     rng = np.random.default_rng(1)
-    assert D.mode_coverage(MIX25.sample(rng, 2500), MIX25.mode_centres) == 0
-    assert D.mode_coverage(MIX25.sample(rng, 50_000), MIX25.mode_centres) == 25
+    assert D.mode_coverage(MIX25.exact_draws(rng, 2500), MIX25.mode_centres) == 0
+    assert D.mode_coverage(MIX25.exact_draws(rng, 50_000), MIX25.mode_centres) == 25
 
 
 def test_mode_counts_hit_the_ball_probability():
-    x = MIX25.sample(np.random.default_rng(2), 500_000)
+    x = MIX25.exact_draws(np.random.default_rng(2), 500_000)
     counts = D.mode_counts(x, MIX25.mode_centres)
     frac = counts.sum() / x.shape[0]
     se = math.sqrt(P_BALL * (1 - P_BALL) / x.shape[0])  # binomial proportion
@@ -89,7 +89,7 @@ def test_moment_errors_by_hand():
 
 
 def test_moment_errors_of_exact_draws():
-    x = MIX25.sample(np.random.default_rng(3), 100_000)
+    x = MIX25.exact_draws(np.random.default_rng(3), 100_000)
     err = D.moment_errors(x, MIX25)
     # each coordinate's mean error is N(0, 8.03 / n), so |error|^2 n / 8.03 ~ chi2_2 and
     # the bound (5 sqrt 2 SE, chi2_2 > 50) fails with probability e^-25

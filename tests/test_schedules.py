@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from sgsim import schedules
+from sgsim import schedules, theory
 from sgsim.schedules import EXPLORATION, SAMPLING, cyclical, exploration_steps
 
 # (alpha_0, M, K) with K = M * L_c and L_c >= 2
@@ -34,8 +34,8 @@ def test_cyclical_last_step_of_a_cycle(alpha0, m, k):
 @pytest.mark.parametrize("alpha0, m, k", FULL_CYCLES)
 def test_exact_sums_of_the_cyclical_schedule(alpha0, m, k):
     alpha = cyclical(alpha0, m, k).step_size
-    assert schedules.cyclical_sum(alpha0, m, k) == pytest.approx(np.sum(alpha), rel=1e-12)
-    assert schedules.cyclical_sum_squares(alpha0, m, k) == pytest.approx(np.sum(alpha**2), rel=1e-12)
+    assert theory.cyclical_sum(alpha0, m, k) == pytest.approx(np.sum(alpha), rel=1e-12)
+    assert theory.cyclical_sum_squares(alpha0, m, k) == pytest.approx(np.sum(alpha**2), rel=1e-12)
     # the paper's K alpha_0 / 2 and 3 K alpha_0^2 / 8 drop alpha_0 M / 2 and alpha_0^2 M / 2 (erratum H2)
     assert np.sum(alpha) - k * alpha0 / 2 == pytest.approx(alpha0 * m / 2, rel=1e-9)
 
@@ -44,16 +44,16 @@ def test_exact_sums_with_one_step_per_cycle():
     alpha0, k = 0.2, 12
     alpha = cyclical(alpha0, k, k).step_size
     np.testing.assert_array_equal(alpha, alpha0)  # L_c = 1: constant
-    assert schedules.cyclical_sum(alpha0, k, k) == pytest.approx(k * alpha0, rel=1e-12)
-    assert schedules.cyclical_sum_squares(alpha0, k, k) == pytest.approx(np.sum(alpha**2), rel=1e-12)
+    assert theory.cyclical_sum(alpha0, k, k) == pytest.approx(k * alpha0, rel=1e-12)
+    assert theory.cyclical_sum_squares(alpha0, k, k) == pytest.approx(np.sum(alpha**2), rel=1e-12)
     assert alpha0**2 * (3 * k / 8 + k / 2) != pytest.approx(np.sum(alpha**2), rel=0.1)  # the L >= 2 formula fails
 
 
 def test_exact_sums_need_full_cycles():
     with pytest.raises(ValueError, match="multiple of n_cycles"):
-        schedules.cyclical_sum(0.1, 3, 10)
+        theory.cyclical_sum(0.1, 3, 10)
     with pytest.raises(ValueError, match="multiple of n_cycles"):
-        schedules.cyclical_sum_squares(0.1, 3, 10)
+        theory.cyclical_sum_squares(0.1, 3, 10)
 
 
 @pytest.mark.parametrize(

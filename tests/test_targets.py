@@ -51,7 +51,7 @@ def reference_log_density(target, x):
 def points(target, n=400, seed=0):
     """Exact draws (near the modes) and uniform points of the initial box (between them)."""
     rng = np.random.default_rng(seed)
-    return np.concatenate([target.sample(rng, n), rng.uniform(target.init_low, target.init_high, (n, target.dim))])
+    return np.concatenate([target.exact_draws(rng, n), rng.uniform(target.init_low, target.init_high, (n, target.dim))])
 
 
 @pytest.mark.parametrize("name", TARGETS)
@@ -126,7 +126,7 @@ def test_exponential_mixture_moments_of_y_by_quadrature():
 @pytest.mark.parametrize("name", TARGETS)
 def test_exact_sampler_has_the_exact_moments(name):
     target = TARGETS[name]
-    x = target.sample(np.random.default_rng(3), 200_000)
+    x = target.exact_draws(np.random.default_rng(3), 200_000)
     n, d = x.shape
     # iid draws: SE of a sample mean of f(x) is sd(f(x)) / sqrt(n)
     assert_within_se(x.mean(0), target.mean, x.std(0, ddof=1) / math.sqrt(n), what="mean")
@@ -143,7 +143,7 @@ def test_mixture_25_second_moment_is_8_03_not_8():
     assert np.allclose(TARGETS["mixture_3x3"].second_moment, (0.1 + 8 / 3) * np.eye(2), rtol=0, atol=1e-14)
     # 4e6 draws, both coordinates averaged: SE = sd(x^2 + y^2) / (2 sqrt(n)) ~ 0.0024,
     # so 8.03 passes at z = 5 and 8.0 (the grid alone, no within-mode variance) is ~12 SE away
-    x = target.sample(np.random.default_rng(4), 4_000_000)
+    x = target.exact_draws(np.random.default_rng(4), 4_000_000)
     r2 = 0.5 * (x**2).sum(1)
     est, se = r2.mean(), r2.std(ddof=1) / math.sqrt(r2.size)
     assert_within_se(est, 8.03, se, what="E x^2")
@@ -153,7 +153,7 @@ def test_mixture_25_second_moment_is_8_03_not_8():
 
 def test_exponential_mixture_sampler_raw_moments():
     target = TARGETS["exponential_mixture"]
-    z = np.exp(target.sample(np.random.default_rng(5), 1_000_000)[:, 0])
+    z = np.exp(target.exact_draws(np.random.default_rng(5), 1_000_000)[:, 0])
     for n in (1, 2, 3):
         zn = z**n
         se = zn.std(ddof=1) / math.sqrt(z.size)  # iid: sd / sqrt(n)
@@ -229,7 +229,7 @@ def test_registry():
 def test_no_exact_sampler_is_an_error():
     target = replace(TARGETS["linear_gaussian"], exact_sampler=None)
     with pytest.raises(NotImplementedError, match="no exact sampler"):
-        target.sample(np.random.default_rng(0), 3)
+        target.exact_draws(np.random.default_rng(0), 3)
 
 
 @pytest.mark.parametrize(

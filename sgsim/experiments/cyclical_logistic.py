@@ -56,13 +56,13 @@ starts from the same point for the four methods (a paired comparison).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import schedules
 from .._validate import integer
-from ..datasets import DATASETS, load
+from ..datasets import DATASETS
 from ..diagnostics import ess
 from ..sampling import sample
 from ..targets import Target
@@ -252,19 +252,16 @@ def laplace(target: Target, tol: float = 1e-10, max_iter: int = 100) -> Posterio
 
 def build_target(dataset: str, settings: Settings = DEFAULT) -> Target:
     """The logistic-regression target of ``dataset`` with the settings' prior and minibatches."""
-    X, y = load(dataset, standardise=False)
-    target = logistic_regression(
-        X,
-        y,
+    return logistic_regression(
+        dataset=dataset,
         prior_scale=settings.prior_scale,
         batch_size=settings.batch_size,
         replace=settings.replace,
         standardise=True,
         intercept=True,
+        init_box=settings.init_box,
         name=f"logistic_{dataset}",
     )
-    box = settings.init_box
-    return replace(target, init_low=np.full(target.dim, -box), init_high=np.full(target.dim, box))
 
 
 def step_sizes(scale: PosteriorScale, settings: Settings = DEFAULT) -> dict[str, float]:

@@ -50,6 +50,7 @@ from .._validate import integer
 from ..diagnostics import ball_probability, expected_mode_coverage, mode_counts
 from ..sampling import sample
 from ..targets import Target, mixture_25
+from ..theory.convergence import cyclical_sum, cyclical_sum_squares
 from ._common import mean_sd_se, progress_bar
 
 __all__ = [
@@ -354,8 +355,8 @@ def schedule_curves(setting: str | Setting = "paper", n_steps: int = N_STEPS) ->
         sum_sq_decreasing=float(np.sum(dec.step_size**2)),
         paper_sum_cyclical=cyc.n_steps * s.step_size / 2.0,
         paper_sum_sq_cyclical=3.0 * s.step_size**2 * cyc.n_steps / 8.0,
-        full_sum_cyclical=schedules.cyclical_sum(s.step_size, s.n_cycles, full_k),
-        full_sum_sq_cyclical=schedules.cyclical_sum_squares(s.step_size, s.n_cycles, full_k),
+        full_sum_cyclical=cyclical_sum(s.step_size, s.n_cycles, full_k),
+        full_sum_sq_cyclical=cyclical_sum_squares(s.step_size, s.n_cycles, full_k),
         sgld=s.describe_sgld(),
         csgld=s.describe_csgld(),
     )

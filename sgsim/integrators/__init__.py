@@ -1,15 +1,18 @@
-"""Integrators, registered by name. Adding one: a module defining a :class:`Method`, and one
-``register`` line here.
+"""Integrators, registered by name.
+
+Adding one: a module defining an :class:`Algorithm` (state, options, compiled step, noise)
+and its :class:`Method` presets, and one ``register`` line here per method.
 """
 
 from __future__ import annotations
 
-from . import sghmc, sgld
-from ._base import METHODS, Method, get_method, register
+from . import sghmc, sgld, svgd
+from ._base import INDEPENDENT, INTERACTING, METHODS, Algorithm, Method, Option, get_method, register
 
-__all__ = ["METHODS", "Method", "get_method", "register"]
+__all__ = ["METHODS", "Algorithm", "Method", "Option", "get_method", "register", "INDEPENDENT", "INTERACTING"]
 
-register(sgld.SGLD)
-register(sgld.CSGLD)
-register(sghmc.SGHMC)
-register(sghmc.CSGHMC)
+register(sgld.METHOD)
+register(sgld.CYCLICAL)
+register(sghmc.METHOD)
+register(sghmc.CYCLICAL)
+register(svgd.METHOD)

@@ -1,76 +1,154 @@
-"""What every integrator module provides, and the registry of methods by name."""
+"""What every integrator module provides, and the registry of methods by name.
+
+An integrator module defines one :class:`Algorithm` (its state, options, compiled step and
+noise) and the :class:`Method` presets that pair it with a default schedule; cyclical
+variants are presets of the same algorithm. Adding an integrator is one module, one
+``register`` line in :mod:`sgsim.integrators`, one oracle in ``tests/reference.py`` and one
+test file.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-
-import numpy as np
+from dataclasses import dataclass, field
+from typing import Any
 
 from .. import schedules
+from .._validate import ParameterError, ParameterTypeError, boolean, real
 from ..schedules import Schedule
 
-__all__ = ["Method", "NoiseModel", "register", "get_method", "METHODS"]
+__all__ = [
+    "Option",
+    "Algorithm",
+    "Method",
+    "register",
+    "get_method",
+    "METHODS",
+    "INDEPENDENT",
+    "INTERACTING",
+    "constant_schedule",
+    "cyclical_schedule",
+    "CONSTANT_OPTIONS",
+    "CYCLICAL_OPTIONS",
+]
+
+INDEPENDENT = "independent"
+INTERACTING = "interacting"
 
 
 @dataclass(frozen=True)
-class NoiseModel:
-    """Per-step noise of one run, in the eigenbasis of the gradient-noise covariance ``V``.
+class Option:
+    """One option of an algorithm: its default, its check, and what it means.
 
-    The variance along eigen-direction ``i`` at step ``k`` is
-    ``a[k] * lam[i] + c[k]`` (see :mod:`sgsim.integrators._kernels`).
+    ``check(name, value)`` returns the value converted to its canonical type, or raises a
+    :class:`~sgsim._validate.ParameterError` / ``ParameterTypeError`` naming ``name``.
     """
 
-    a: np.ndarray
-    c: np.ndarray
-    lam: np.ndarray
-    rotate: bool
-    basis: np.ndarray
+    default: Any
+    check: Callable[[str, Any], Any]
+    doc: str
 
 
 @dataclass(frozen=True)
-class Method:
-    """A sampler registered under ``name``.
+class Algorithm:
+    """One family of dynamics, independent of its schedule.
 
     Attributes
     ----------
     name : str
-        The name given to :func:`sgsim.sample`.
+        Short name (``"sgld"``).
     summary : str
         One line for listings.
-    default_schedule : callable
-        ``default_schedule(n_steps, **schedule_options) -> Schedule``, used when the caller
-        gives no explicit schedule.
-    schedule_options : tuple of str
-        Options consumed by ``default_schedule``.
-    dynamics_options : dict
-        Options of the dynamics with their defaults (e.g. ``friction``).
-    validate : callable
-        ``validate(options) -> options`` checks and normalises ``dynamics_options``.
-    injection : callable
-        ``injection(options) -> (factor, corrected_factor)``: the injected variance is
-        ``2 * factor * alpha_k * T_k``; with the gradient-noise correction the total
-        variance is ``2 * corrected_factor * alpha_k * T_k``.
-    run_chain : callable
-        ``run_chain(state, gen, work, target, k0, k1, schedule, options, noise, store, out,
-        injected) -> int`` runs one chain over steps ``[k0, k1)`` in place (``state``: the
-        chain's arrays named by ``state_names``; ``gen``: its generator; ``work``: its copy of
-        ``target.workspace``) and returns the first non-finite step or -1: see
-        :mod:`sgsim.sampling`.
-    state_names : tuple of str
-        Names of the per-chain state arrays (``("theta",)`` or ``("theta", "velocity")``).
+    coupling : str
+        ``"independent"`` (each replica is one chain) or ``"interacting"`` (each replica is an
+        ensemble of particles that step together).
+    state : tuple of str
+        Names of the state arrays, ``theta`` first (``("theta", "velocity")`` for SGHMC).
+        Each is a ``(d,)`` vector per chain or an ``(L, d)`` array per ensemble.
+    options : dict of str to Option
+        The dynamics' options with their defaults.
+    units : str
+        The step-size convention, in words.
+    step : compiled function
+        The step (see :mod:`sgsim.integrators._loop` for its signature).
+    constants : callable
+        ``constants(options) -> tuple``: the numbers the step reads from ``consts``.
+    noise : callable
+        ``noise(block, target, options) -> sgsim.dynamics.Noise or None``: the covariance of
+        the step's Gaussian noise over a :class:`~sgsim.schedules.ScheduleBlock`.
+    check : callable
+        ``check(options, target) -> options``: checks that involve several options or the
+        target; runs after each option's own check.
+    parallel_step : compiled function, optional
+        Interacting algorithms: the same step with its particle loops on numba's threads.
+    stats : tuple of str
+        Per-step statistics the step writes (stored with each kept draw of an ensemble).
+    references : str
+        Where the update comes from.
     """
 
     name: str
     summary: str
-    default_schedule: Callable[..., Schedule]
-    schedule_options: tuple[str, ...]
-    dynamics_options: dict
-    validate: Callable[[dict], dict]
-    injection: Callable[[dict], tuple[float, float]]
-    run_chain: Callable
-    state_names: tuple[str, ...] = ("theta",)
+    coupling: str
+    state: tuple[str, ...]
+    options: dict[str, Option]
+    units: str
+    step: Callable
+    constants: Callable[[dict], tuple]
+    noise: Callable[..., Any]
+    check: Callable[[dict, Any], dict] = field(default=lambda options, target: options)
+    parallel_step: Callable | None = None
+    stats: tuple[str, ...] = ()
     references: str = ""
+
+    def validate(self, given: dict, target, **common) -> dict:
+        """Check ``given`` options, fill in defaults, add the sampler's ``common`` options
+        (``noise_correction``), then run :attr:`check`.
+        """
+        out = {}
+        for name, opt in self.options.items():
+            out[name] = opt.check(name, given[name]) if name in given else opt.default
+        out.update(common)
+        return self.check(out, target)
+
+
+@dataclass(frozen=True)
+class Method:
+    """A name given to :func:`sgsim.sample`: an algorithm with its default schedule.
+
+    Attributes
+    ----------
+    name : str
+        The method's name (``"csgld"``).
+    algorithm : Algorithm
+        The dynamics.
+    schedule : callable
+        ``schedule(n_steps, **schedule_options) -> Schedule``, used when the caller gives no
+        explicit schedule.
+    schedule_options : tuple of str
+        The options ``schedule`` takes.
+    summary : str
+        One line for listings.
+    references : str
+        Where the method comes from.
+    """
+
+    name: str
+    algorithm: Algorithm
+    schedule: Callable[..., Schedule]
+    schedule_options: tuple[str, ...]
+    summary: str
+    references: str = ""
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        """The algorithm's state arrays."""
+        return self.algorithm.state
+
+    @property
+    def dynamics_options(self) -> dict:
+        """The algorithm's options with their defaults."""
+        return {k: o.default for k, o in self.algorithm.options.items()}
 
 
 METHODS: dict[str, Method] = {}
@@ -85,13 +163,18 @@ def register(method: Method) -> Method:
 
 
 def get_method(name) -> Method:
-    """The registered method ``name``, or a ValueError listing the known ones."""
+    """The registered method ``name``, or a ParameterError listing the known ones."""
     if isinstance(name, Method):
         return name
     try:
         return METHODS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown method {name!r}; known methods: {', '.join(sorted(METHODS))}") from None
+        raise ParameterError(
+            "method", f"unknown method {name!r}; known methods: {', '.join(sorted(METHODS))}"
+        ) from None
+
+
+# ----------------------------------------------------------------------------- shared pieces
 
 
 def constant_schedule(n_steps, step_size, temperature=1.0) -> Schedule:
@@ -108,3 +191,25 @@ def cyclical_schedule(
 
 CONSTANT_OPTIONS = ("step_size", "temperature")
 CYCLICAL_OPTIONS = ("step_size", "n_cycles", "explore_fraction", "temperature", "skip_per_cycle")
+
+
+def check_bool(name: str, value) -> bool:
+    """Option check: a bool (``numpy.bool_`` accepted)."""
+    return boolean(name, value)
+
+
+def check_unit_interval(name: str, value) -> float:
+    """Option check: a real number in (0, 1]."""
+    return real(name, value, 0.0, 1.0, low_open=True)
+
+
+def check_nonnegative(name: str, value) -> float:
+    """Option check: a finite real number >= 0."""
+    return real(name, value, 0.0)
+
+
+def unknown_options(method: Method, given) -> None:
+    """Raise a ParameterTypeError naming the first option ``method`` does not take."""
+    known = sorted(set(method.schedule_options) | set(method.algorithm.options))
+    bad = sorted(given)
+    raise ParameterTypeError(bad[0], f"unknown option(s) for method {method.name!r}: {bad}; accepted: {known}")

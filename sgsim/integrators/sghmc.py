@@ -11,87 +11,114 @@ first and the gradient is taken at the *new* position; ``v_0 = 0`` unless given.
 the friction (``1 - eta`` the momentum coefficient) and ``gamma_hat`` in ``[0, eta]`` the
 estimate of the gradient noise. In Chen, Fox and Guestrin's (2014) unit-mass notation,
 ``alpha = epsilon^2`` and ``eta = epsilon C``; eliminating ``v`` gives heavy-ball momentum
-SGD with ``mu = eta`` (THEORY A2).
+SGD with ``mu = eta``.
 
 ``csghmc`` drives the same update with the cosine cyclical schedule; its exploration
 steps run at ``T = 0``, i.e. SGD with momentum. The momentum is not reset at stage or
 cycle boundaries, as in the reference code.
 
 Gradient-noise correction (``noise_correction=True``): the injected covariance becomes
-``2 eta alpha_k T_k I - alpha_k^2 V`` so that the total is exactly ``2 eta alpha_k T_k I``; for
-``V = s^2 I`` this is ``gamma_hat_k = alpha_k s^2 / 2`` (THEORY A2), and it needs
-``alpha_k V <= 2 eta T_k I``. It cannot be combined with a non-zero ``gamma_hat``.
+``2 eta alpha_k T_k I - alpha_k^2 V`` so that the total is exactly ``2 eta alpha_k T_k I``
+(:func:`sgsim.dynamics.sghmc_noise`); for ``V = s^2 I`` this is ``gamma_hat_k = alpha_k s^2 / 2``,
+and it needs ``alpha_k V <= 2 eta T_k I``. It cannot be combined with a non-zero ``gamma_hat``.
 
-The exact discrete-time law on linear-Gaussian targets is THEORY F5; at stationarity on
-``U = a theta^2 / 2`` the velocity variance is ``alpha / (1 - eta/2)``, not ``alpha``.
+The exact discrete-time law on linear-Gaussian targets is :func:`sgsim.theory.sghmc_law`; at
+stationarity on ``U = a theta^2 / 2`` the velocity variance is ``alpha / (1 - eta/2)``, not
+``alpha``.
 """
 
 from __future__ import annotations
 
-from .._validate import real
-from ._base import CONSTANT_OPTIONS, CYCLICAL_OPTIONS, Method, constant_schedule, cyclical_schedule
-from ._kernels import sghmc_chain
+from .. import dynamics
+from .._jit import jit
+from .._validate import ParameterError, real
+from ._base import (
+    CONSTANT_OPTIONS,
+    CYCLICAL_OPTIONS,
+    INDEPENDENT,
+    Algorithm,
+    Method,
+    Option,
+    check_unit_interval,
+    constant_schedule,
+    cyclical_schedule,
+)
+from ._loop import draw_noise, gradient, noise_component
+
+__all__ = ["SGHMC", "METHOD", "CYCLICAL", "step"]
 
 
-def _validate(options: dict) -> dict:
-    eta = real("friction", options["friction"], 0.0, 1.0, low_open=True)
-    gamma_hat = real("gamma_hat", options["gamma_hat"], 0.0, eta)
-    return {"friction": eta, "gamma_hat": gamma_hat}
+@jit(inline=True)
+def step(x, g, z, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, work, rng, inj):
+    """``theta += v``; then ``v <- (1 - eta) v - alpha_j grad U~(theta) + noise_j``."""
+    theta = x[0]
+    v = x[1]
+    keep = consts[0]
+    for i in range(theta.shape[0]):
+        theta[i] += v[i]
+    gradient(theta, g, grad_u, stochastic_grad_u, params, work, rng)
+    a = alpha[j]
+    if draw_noise(z, j, rng, noise, inj):
+        for i in range(theta.shape[0]):
+            v[i] = keep * v[i] - a * g[i] + noise_component(noise, z, i)
+    else:
+        for i in range(theta.shape[0]):
+            v[i] = keep * v[i] - a * g[i]
 
 
-def _injection(options: dict) -> tuple[float, float]:
-    return options["friction"] - options["gamma_hat"], options["friction"]
+def _check(options: dict, target) -> dict:
+    eta = options["friction"]
+    options["gamma_hat"] = real("gamma_hat", options["gamma_hat"], 0.0, eta)
+    if options["noise_correction"] and options["gamma_hat"] > 0:
+        raise ParameterError(
+            "gamma_hat",
+            f"gamma_hat must be 0 with noise_correction=True (the correction sets it), got {options['gamma_hat']}",
+        )
+    return options
 
 
-def _run_chain(state, gen, work, target, k0, k1, schedule, options, noise, store, out, injected):
-    theta, velocity = state
-    return sghmc_chain(
-        theta,
-        velocity,
-        gen,
-        target.grad_u,
-        target.stochastic_grad_u,
-        target.params,
-        work,
-        k0,
-        k1,
-        schedule.step_size,
+def _noise(block, target, options):
+    return dynamics.sghmc_noise(
+        block.step_size,
+        block.temperature,
+        target.grad_noise_cov,
         options["friction"],
-        noise.a,
-        noise.c,
-        noise.lam,
-        noise.rotate,
-        noise.basis,
-        store,
-        out,
-        injected,
+        options["gamma_hat"],
+        options["noise_correction"],
     )
 
 
-_DYNAMICS = {"friction": 0.1, "gamma_hat": 0.0}
-
-SGHMC = Method(
+SGHMC = Algorithm(
     name="sghmc",
-    summary="stochastic gradient HMC ([cSG] parametrisation), constant step size unless a schedule is given",
-    default_schedule=constant_schedule,
-    schedule_options=CONSTANT_OPTIONS,
-    dynamics_options=_DYNAMICS,
-    validate=_validate,
-    injection=_injection,
-    run_chain=_run_chain,
-    state_names=("theta", "velocity"),
+    summary="stochastic gradient Hamiltonian Monte Carlo in the cyclical paper's parametrisation",
+    coupling=INDEPENDENT,
+    state=("theta", "velocity"),
+    options={
+        "friction": Option(0.1, check_unit_interval, "eta in (0, 1]: the velocity keeps 1 - eta per step"),
+        "gamma_hat": Option(0.0, lambda name, value: real(name, value, 0.0), "gradient-noise estimate in [0, eta]"),
+    },
+    units="cyclical paper: alpha = epsilon^2, eta = epsilon C; injected variance 2 (eta - gamma_hat) alpha T",
+    step=step,
+    constants=lambda options: (1.0 - options["friction"],),
+    noise=_noise,
+    check=_check,
     references="Chen, Fox and Guestrin (2014); [cSG] §2",
 )
 
-CSGHMC = Method(
-    name="csghmc",
-    summary="cyclical SGHMC: cosine step sizes, momentum SGD exploration at T=0, sampling at T=1",
-    default_schedule=cyclical_schedule,
-    schedule_options=CYCLICAL_OPTIONS,
-    dynamics_options=_DYNAMICS,
-    validate=_validate,
-    injection=_injection,
-    run_chain=_run_chain,
-    state_names=("theta", "velocity"),
-    references="[cSG] eq. 2 and Algorithm 1",
+METHOD = Method(
+    "sghmc",
+    SGHMC,
+    constant_schedule,
+    CONSTANT_OPTIONS,
+    "stochastic gradient HMC ([cSG] parametrisation), constant step size unless a schedule is given",
+    "Chen, Fox and Guestrin (2014); [cSG] §2",
+)
+
+CYCLICAL = Method(
+    "csghmc",
+    SGHMC,
+    cyclical_schedule,
+    CYCLICAL_OPTIONS,
+    "cyclical SGHMC: cosine step sizes, momentum SGD exploration at T=0, sampling at T=1",
+    "[cSG] eq. 2 and Algorithm 1",
 )

@@ -1,14 +1,79 @@
-"""The target record shared by every target family."""
+"""The target record shared by every target family, and how targets are described as data."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any, TypedDict
 
 import numpy as np
 
+from .. import rng as _rng
 from .._jit import is_compiled, jit
-from .._validate import spd_matrix
+from .._validate import ParameterError, ParameterTypeError, spd_matrix
+
+__all__ = ["Target", "TargetSpec", "TargetExtras", "FACTORIES", "factory", "build"]
+
+
+class TargetExtras(TypedDict, total=False):
+    """What a target family knows beyond the common fields (every key optional).
+
+    Gaussian mixtures: ``weights``, ``variance``. Mixture of exponentials: ``rates``,
+    ``weights``, ``raw_moment_z`` (``n -> E[z^n]``). Linear-Gaussian: ``precision``, ``shift``,
+    ``covariance``. Data-backed targets: ``family`` (the :class:`~sgsim.targets.regression.Likelihood`),
+    ``likelihood``, ``X``, ``y``, ``n_data``, ``batch_size``, ``replace``, ``noise_factor``,
+    ``prior_mean``, ``prior_precision``, ``lik_params``, ``stochastic_gradient`` (in words);
+    logistic regression adds ``standardised``, ``intercept``, ``prior_scale``, ``feature_mean``,
+    ``feature_scale`` and, when built from a shipped data set, ``dataset``.
+    """
+
+    weights: np.ndarray
+    variance: np.ndarray
+    rates: np.ndarray
+    raw_moment_z: Callable[[int], float]
+    precision: np.ndarray
+    shift: np.ndarray
+    covariance: np.ndarray
+    family: Any
+    likelihood: str
+    X: np.ndarray
+    y: np.ndarray
+    n_data: int
+    batch_size: int
+    replace: bool
+    noise_factor: float
+    prior_mean: np.ndarray
+    prior_precision: np.ndarray
+    lik_params: np.ndarray
+    stochastic_gradient: str
+    standardised: bool
+    intercept: bool
+    prior_scale: float
+    feature_mean: np.ndarray
+    feature_scale: np.ndarray
+    dataset: str
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """How a target was built: a registered factory, its arguments, and what was applied after.
+
+    Attributes
+    ----------
+    factory : str
+        A key of :data:`FACTORIES` (``"mixture_25"``, ``"logistic_regression"``, ...).
+    kwargs : dict
+        The factory's arguments, all of them (defaults filled in); arrays stay arrays.
+    modifiers : tuple
+        ``(method name, kwargs)`` pairs applied in order (``("with_gradient_noise", {"cov": V})``).
+    """
+
+    factory: str
+    kwargs: dict
+    modifiers: tuple = ()
 
 
 @jit(cache=False)
@@ -24,9 +89,9 @@ def _grad_u_rows(grad_u, params, x, out):
 
 
 @jit(cache=False)
-def _stochastic_grad_u_draws(stochastic_grad_u, params, theta, gen, work, out):
+def _stochastic_grad_u_draws(stochastic_grad_u, params, theta, state, work, out):
     for r in range(out.shape[0]):
-        stochastic_grad_u(theta, params, out[r], gen, work)
+        stochastic_grad_u(theta, params, out[r], state, work)
 
 
 _NO_WORKSPACE = np.zeros(0, dtype=np.int64)
@@ -63,21 +128,26 @@ class Target:
     mode_sd : ndarray or None
         Standard deviation of each mode (isotropic), shape ``(n_modes,)``.
     exact_sampler : callable or None
-        ``exact_sampler(rng, n) -> ndarray (n, d)`` of exact iid draws.
-    extras : dict
+        ``exact_sampler(rng, n) -> ndarray (n, d)`` of exact iid draws (see :meth:`exact_draws`).
+    extras : TargetExtras
         Family-specific exact quantities (e.g. raw moments of ``z`` for the mixture of
         exponentials).
     stochastic_grad_u : numba-compiled function or None
         A genuinely stochastic gradient (e.g. a minibatch gradient),
-        ``stochastic_grad_u(theta, params, out, gen, work)``: writes an unbiased estimate of
-        ``grad U(theta)`` into ``out``, drawing its random numbers from ``gen`` (the chain's
-        NumPy generator) and keeping per-chain state in ``work``. It must not allocate.
+        ``stochastic_grad_u(theta, params, out, rng, work)``: writes an unbiased estimate of
+        ``grad U(theta)`` into ``out``, drawing its random numbers from ``rng`` (the chain's
+        stream state, drawn from with :mod:`sgsim.rng`'s compiled functions such as
+        ``sgsim.rng.integers(rng, 0, n)``) and keeping per-chain state in ``work``. It must not
+        allocate.
         When set, the samplers call it instead of ``grad_u`` at every step; ``grad_u`` stays
         the exact gradient. None (the default) for targets with exact gradients.
     workspace : ndarray of int64, shape (w,)
         Initial value of the per-chain buffer ``work`` (each chain gets its own copy, which
         persists from step to step, e.g. the permutation of the data shuffled in place by
         sampling without replacement). Empty for exact gradients.
+    spec : TargetSpec or None
+        How the target was built, so that a run can be replayed from its result file; set by
+        every constructor of :mod:`sgsim.targets`, None for a target built by hand.
     """
 
     name: str
@@ -93,9 +163,10 @@ class Target:
     mode_centres: np.ndarray | None = None
     mode_sd: np.ndarray | None = None
     exact_sampler: Callable | None = None
-    extras: dict = field(default_factory=dict)
+    extras: TargetExtras = field(default_factory=lambda: TargetExtras())
     stochastic_grad_u: Callable | None = None
     workspace: np.ndarray = field(default_factory=lambda: _NO_WORKSPACE)
+    spec: TargetSpec | None = None
 
     def __post_init__(self):
         for attr in ("grad_u", "log_density_fn", "stochastic_grad_u"):
@@ -155,7 +226,50 @@ class Target:
                 raise ValueError(f"cov must be a finite scalar >= 0, got {cov}")
             cov = s2 * np.eye(self.dim)
         cov = spd_matrix("cov", cov, self.dim, allow_singular=True)
-        return replace(self, grad_noise_cov=cov)
+        return replace(self, grad_noise_cov=cov, spec=self._modified("with_gradient_noise", cov=cov))
+
+    def with_init_box(self, low, high) -> Target:
+        """Return a copy whose default initial points are uniform on the box ``[low, high]``.
+
+        Parameters
+        ----------
+        low, high : float or array_like, shape (d,)
+            Bounds, finite, with ``low < high`` in every coordinate.
+        """
+        lo = np.broadcast_to(np.asarray(low, dtype=np.float64), (self.dim,)).copy()
+        hi = np.broadcast_to(np.asarray(high, dtype=np.float64), (self.dim,)).copy()
+        if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(lo < hi)):
+            raise ParameterError("init_box", "init box bounds must be finite with low < high in every coordinate")
+        return replace(self, init_low=lo, init_high=hi, spec=self._modified("with_init_box", low=lo, high=hi))
+
+    def _modified(self, method: str, **kwargs) -> TargetSpec | None:
+        if self.spec is None:
+            return None
+        return replace(self.spec, modifiers=self.spec.modifiers + ((method, kwargs),))
+
+    def fingerprint(self) -> str:
+        """A hash of everything that drives sampling: functions, parameters, noise, init box.
+
+        A run records it, so that a replay can tell whether the rebuilt target is the one
+        that was sampled (a target changed after construction, e.g. with
+        ``dataclasses.replace``, no longer matches its spec).
+        """
+        h = hashlib.sha256()
+
+        def feed(x):
+            if isinstance(x, tuple):
+                for item in x:
+                    feed(item)
+            elif isinstance(x, np.ndarray):
+                h.update(str((x.dtype.str, x.shape)).encode())
+                h.update(np.ascontiguousarray(x).tobytes())
+            else:
+                h.update(repr(x).encode())
+
+        for fn in (self.grad_u, self.log_density_fn, self.stochastic_grad_u):
+            feed(getattr(getattr(fn, "py_func", fn), "__qualname__", repr(fn)))
+        feed((self.dim, self.params, self.grad_noise_cov, self.init_low, self.init_high, self.workspace))
+        return h.hexdigest()[:32]
 
     def log_density(self, x) -> np.ndarray:
         """Log density at each row of ``x`` (shape ``(n, d)`` or ``(d,)``)."""
@@ -181,7 +295,8 @@ class Target:
         theta : array_like, shape (d,)
             The point.
         rng : numpy.random.Generator
-            Drives the draws (advanced in place).
+            A PCG64 generator that drives the draws, advanced in place exactly as a chain's
+            stream would be.
         n_draws : int
             Number of draws.
         work : ndarray, optional
@@ -197,15 +312,77 @@ class Target:
         theta = np.ascontiguousarray(theta, dtype=np.float64)
         if theta.shape != (self.dim,):
             raise ValueError(f"theta must have shape ({self.dim},), got {theta.shape}")
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        if not isinstance(rng, np.random.Generator) or not isinstance(rng.bit_generator, np.random.PCG64):
+            raise TypeError(f"rng must be a numpy.random.Generator with a PCG64 bit generator, got {rng!r:.80}")
         work = self.new_workspace() if work is None else self.check_workspace(work)
         out = np.empty((int(n_draws), self.dim))
-        _stochastic_grad_u_draws(self.stochastic_grad_u, self.params, theta, rng, work, out)
+        state = _rng.state_of(rng)
+        _stochastic_grad_u_draws(self.stochastic_grad_u, self.params, theta, state, work, out)
+        _rng.set_state(rng, state)
         return out
 
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """Exact iid draws, shape ``(n, d)``; raises if no exact sampler is known."""
+    def exact_draws(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Exact iid draws from the target, shape ``(n, d)``; raises if no exact sampler is known."""
         if self.exact_sampler is None:
             raise NotImplementedError(f"target {self.name!r} has no exact sampler")
         return self.exact_sampler(rng, int(n))
+
+
+# ----------------------------------------------------------------------------- targets as data
+
+#: The registered target constructors, by name: what a :class:`TargetSpec` can name.
+FACTORIES: dict[str, Callable[..., Target]] = {}
+
+
+def _plain(value):
+    # arguments are recorded as plain data: arrays stay arrays, numpy scalars become Python's
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, list | tuple) and value and all(isinstance(v, int | float) for v in value):
+        return tuple(value)
+    return value
+
+
+def factory(name: str):
+    """Register a target constructor under ``name`` and make it record its arguments.
+
+    The decorated constructor returns its target with ``spec = TargetSpec(name, arguments)``,
+    every argument bound (defaults filled in), so that :func:`build` can rebuild it in another
+    process from a result file.
+    """
+
+    def decorate(func):
+        sig = inspect.signature(func)
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            target = func(*args, **kwargs)
+            bound = sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            spec = TargetSpec(name, {k: _plain(v) for k, v in bound.arguments.items()})
+            return replace(target, spec=spec)
+
+        if name in FACTORIES:
+            raise ValueError(f"a target factory named {name!r} is already registered")
+        FACTORIES[name] = wrapper
+        return wrapper
+
+    return decorate
+
+
+def build(spec: TargetSpec) -> Target:
+    """Rebuild the target that ``spec`` describes (its factory, then its modifiers in order)."""
+    if not isinstance(spec, TargetSpec):
+        raise ParameterTypeError("spec", f"spec must be a TargetSpec, got {type(spec).__name__}")
+    try:
+        make = FACTORIES[spec.factory]
+    except KeyError:
+        raise ParameterError(
+            "spec", f"unknown target factory {spec.factory!r}; known: {', '.join(sorted(FACTORIES))}"
+        ) from None
+    target = make(**spec.kwargs)
+    for method, kwargs in spec.modifiers:
+        if method not in ("with_gradient_noise", "with_init_box"):
+            raise ParameterError("spec", f"unknown target modifier {method!r}")
+        target = getattr(target, method)(**kwargs)
+    return target

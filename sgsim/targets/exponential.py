@@ -19,7 +19,7 @@ import numpy as np
 
 from .._jit import jit
 from .._validate import finite_array
-from ._base import Target
+from ._base import Target, factory
 
 
 @jit
@@ -59,6 +59,7 @@ def exp_mixture_log_density(y, params):
     return y[0] + best + math.log(total)
 
 
+@factory("exponential_mixture")
 def exponential_mixture(rates=(1.5, 0.5), weights=(1 / 3, 2 / 3)) -> Target:
     """The mixture of exponentials of [Rep] §4.1, as a 1-D target in ``y = log z``.
 

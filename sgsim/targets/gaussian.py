@@ -14,7 +14,7 @@ import numpy as np
 
 from .._jit import jit
 from .._validate import finite_array, spd_matrix
-from ._base import Target
+from ._base import Target, factory
 
 
 @jit
@@ -41,6 +41,7 @@ def linear_gaussian_log_density(theta, params):
     return log_norm - 0.5 * q
 
 
+@factory("linear_gaussian")
 def linear_gaussian(precision, shift=None, grad_noise_cov=None, *, name="linear_gaussian") -> Target:
     """The linear-Gaussian oracle of THEORY B5.
 
@@ -87,6 +88,7 @@ def linear_gaussian(precision, shift=None, grad_noise_cov=None, *, name="linear_
     return target if grad_noise_cov is None else target.with_gradient_noise(grad_noise_cov)
 
 
+@factory("standard_gaussian")
 def standard_gaussian(dim: int = 2) -> Target:
     """``N(0, I_d)``: the linear-Gaussian oracle with ``P = I``, ``b = 0``."""
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .._jit import jit
 from .._validate import finite_array
-from ._base import Target
+from ._base import Target, factory
 
 _SKIP = -40.0
 
@@ -137,6 +137,7 @@ def mixture_log_density(x, params):
     return best + math.log(total)
 
 
+@factory("gaussian_mixture")
 def gaussian_mixture(means, variance, weights=None, *, name="gaussian_mixture", init_box=None) -> Target:
     """An isotropic Gaussian mixture ``sum_i w_i N(mu_i, s_i^2 I)``.
 
@@ -216,6 +217,7 @@ def _grid(values) -> np.ndarray:
     return np.array([[a, b] for a in values for b in values], dtype=np.float64)
 
 
+@factory("mixture_25")
 def mixture_25(variance: float = 0.03) -> Target:
     """The 25-Gaussian mixture of [cSG] §5.1 / App. A.1.
 
@@ -226,6 +228,7 @@ def mixture_25(variance: float = 0.03) -> Target:
     return gaussian_mixture(_grid((-4.0, -2.0, 0.0, 2.0, 4.0)), variance, name="mixture_25", init_box=(-10.0, 10.0))
 
 
+@factory("mixture_3x3")
 def mixture_3x3(variance: float = 0.1) -> Target:
     """The 3x3 mixture of [Rep] §4.1: centres ``{-2, 0, 2}^2``, covariance ``0.1 I_2``, equal weights.
 

@@ -39,12 +39,12 @@ family; linear and softmax regression need only their two per-example functions.
 
 Minibatches
 -----------
-The indices are drawn from the chain's own generator (``sgsim.rng``: spawn key ``(c, 0)``),
+The indices are drawn from the chain's own stream (``sgsim.rng``: spawn key ``(c, 0)``),
 at each step before its Gaussian noise, so a chain's bits depend only on ``(seed, c)``.
-With replacement: ``n`` calls of ``gen.integers(0, N)``. Without replacement: a partial
-Fisher-Yates shuffle of the chain's permutation buffer ``work`` (the target's
-``workspace``, initially ``0..N-1``, kept from step to step): for ``j < n`` swap
-``work[j]`` with ``work[j + gen.integers(0, N - j)]`` and use ``work[j]``. Whatever
+With replacement: ``n`` draws of ``integers(rng, 0, N)`` (NumPy's ``Generator.integers``,
+bit for bit). Without replacement: a partial Fisher-Yates shuffle of the chain's permutation
+buffer ``work`` (the target's ``workspace``, initially ``0..N-1``, kept from step to step):
+for ``j < n`` swap ``work[j]`` with ``work[j + integers(rng, 0, N - j)]`` and use ``work[j]``. Whatever
 permutation the buffer holds, this gives a uniform random ``n``-subset (in uniform random
 order), and it allocates nothing.
 """
@@ -59,15 +59,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._jit import jit
-from .._validate import finite_array, integer, positive_float
-from ._base import Target
+from .._validate import ParameterError, boolean, finite_array, integer, positive_float
+from ..datasets import load, standardise_features
+from ..rng import integers
+from ._base import Target, TargetExtras, factory
 
 __all__ = [
     "Likelihood",
     "LOGISTIC",
     "data_target",
     "logistic_regression",
-    "standardise_features",
     "noise_factor",
     "per_example_gradients",
     "minibatch_gradient_covariance",
@@ -162,8 +163,8 @@ def _compile(likelihood: Likelihood) -> _Compiled:
             out[j] += prec[j] * (theta[j] - mean[j])
 
     @jit(cache=False)
-    def stochastic_grad_u(theta, params, out, gen, work):
-        """Minibatch ``grad U`` with the ``N/n`` factor; indices drawn from ``gen``."""
+    def stochastic_grad_u(theta, params, out, rng, work):
+        """Minibatch ``grad U`` with the ``N/n`` factor; indices drawn from the stream ``rng``."""
         X, y, lik, mean, prec, n, replace = params
         N = X.shape[0]
         weight = -N / n
@@ -171,10 +172,10 @@ def _compile(likelihood: Likelihood) -> _Compiled:
             out[j] = 0.0
         if replace:
             for _ in range(n):
-                grad_log_lik(theta, X, gen.integers(0, N), y, lik, weight, out)
+                grad_log_lik(theta, X, integers(rng, 0, N), y, lik, weight, out)
         else:
             for j in range(n):
-                r = j + gen.integers(0, N - j)  # partial Fisher-Yates on the chain's permutation
+                r = j + integers(rng, 0, N - j)  # partial Fisher-Yates on the chain's permutation
                 i = work[r]
                 work[r] = work[j]
                 work[j] = i
@@ -222,29 +223,6 @@ def noise_factor(n_data: int, batch_size: int, replace: bool) -> float:
     return (n_data - batch_size) / (n_data - 1) if n_data > 1 else 0.0
 
 
-def standardise_features(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Columns rescaled to mean 0 and standard deviation 1 (population sd, ``ddof=0``).
-
-    Returns
-    -------
-    Z, mean, scale : ndarray
-        ``Z = (X - mean) / scale``.
-
-    Raises
-    ------
-    ValueError
-        If a column is constant (it cannot be standardised; drop it, or pass
-        ``intercept=False`` and keep it as the intercept).
-    """
-    X = np.asarray(X, dtype=np.float64)
-    mean = X.mean(axis=0)
-    scale = X.std(axis=0)
-    const = np.flatnonzero(~(scale > 0))
-    if const.size:
-        raise ValueError(f"column(s) {const.tolist()} of X are constant and cannot be standardised")
-    return (X - mean) / scale, mean, scale
-
-
 def data_target(
     likelihood: Likelihood,
     X,
@@ -257,7 +235,7 @@ def data_target(
     replace: bool = False,
     init_box: float = 1.0,
     name: str = "data_target",
-    extras: dict | None = None,
+    extras: TargetExtras | None = None,
 ) -> Target:
     """A Bayesian model on data arrays with a Gaussian prior, as a :class:`Target`.
 
@@ -302,9 +280,7 @@ def data_target(
         raise ValueError("prior_precision must be > 0 (a proper Gaussian prior)")
     mean = np.zeros(d) if prior_mean is None else np.ascontiguousarray(finite_array("prior_mean", prior_mean, (d,)))
     lik = np.zeros(0) if lik_params is None else np.ascontiguousarray(finite_array("lik_params", lik_params).ravel())
-    if not isinstance(replace, (bool, np.bool_)):
-        raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
-    replace = bool(replace)
+    replace = boolean("replace", replace)
     init_box = positive_float("init_box", init_box)
     compiled = _compile(likelihood)
     if batch_size is None:
@@ -318,21 +294,21 @@ def data_target(
         workspace = np.zeros(0, dtype=np.int64) if replace else np.arange(n_data, dtype=np.int64)
         how = "with replacement (iid indices)" if replace else "without replacement (partial Fisher-Yates)"
         description = f"minibatch of n = {n} of N = {n_data} examples, {how}, scaled by N/n"
-    info = {
-        "family": likelihood,
-        "likelihood": likelihood.name,
-        "X": X,
-        "y": y,
-        "n_data": n_data,
-        "batch_size": n,
-        "replace": replace,
-        "noise_factor": factor,
-        "prior_mean": mean,
-        "prior_precision": prec,
-        "lik_params": lik,
-        "stochastic_gradient": description,
-    }
-    info.update(extras or {})
+    info = TargetExtras(
+        family=likelihood,
+        likelihood=likelihood.name,
+        X=X,
+        y=y,
+        n_data=n_data,
+        batch_size=n,
+        replace=replace,
+        noise_factor=factor,
+        prior_mean=mean,
+        prior_precision=prec,
+        lik_params=lik,
+        stochastic_gradient=description,
+    )
+    info.update(extras or TargetExtras())
     return Target(
         name=name,
         dim=d,
@@ -348,27 +324,35 @@ def data_target(
     )
 
 
+@factory("logistic_regression")
 def logistic_regression(
-    X,
-    y,
+    X=None,
+    y=None,
     *,
+    dataset: str | None = None,
     prior_scale: float = 10.0,
     batch_size: int | None = None,
     replace: bool = False,
     standardise: bool = True,
     intercept: bool = True,
+    init_box: float = 1.0,
     name: str = "logistic_regression",
 ) -> Target:
     """Bayesian logistic regression ``p(y_i = 1 | x_i, theta) = sigmoid(x_i . theta)``.
 
     Prior ``theta ~ N(0, prior_scale^2 I)`` on every coefficient, the intercept included.
+    The data are either arrays ``(X, y)`` or a shipped data set named by ``dataset``; a run
+    on the latter records only the name, and replays from it.
 
     Parameters
     ----------
-    X : array_like, shape (N, p)
+    X : array_like, shape (N, p), optional
         Features, without an intercept column.
-    y : array_like, shape (N,)
+    y : array_like, shape (N,), optional
         Labels in {0, 1}.
+    dataset : str, optional
+        A key of :data:`sgsim.datasets.DATASETS` (``"australian"``, ``"german"``, ``"heart"``),
+        loaded unstandardised, instead of ``X`` and ``y``.
     prior_scale : float
         Prior standard deviation (10 by default: variance 100, the usual choice for these
         data sets since Girolami and Calderhead, 2011).
@@ -381,9 +365,17 @@ def logistic_regression(
         means and scales are kept in ``extras``.
     intercept : bool
         Prepend a column of ones, so ``theta[0]`` is the intercept and ``dim = p + 1``.
+    init_box : float
+        Default initial points are uniform on ``[-init_box, init_box]^dim``.
     name : str
         Name recorded in results.
     """
+    if dataset is not None:
+        if X is not None or y is not None:
+            raise ParameterError("dataset", "give either dataset or X and y, not both")
+        X, y = load(dataset, standardise=False)
+    elif X is None or y is None:
+        raise ParameterError("X", "logistic_regression needs X and y, or a shipped dataset name")
     X = finite_array("X", X)
     if X.ndim != 2:
         raise ValueError(f"X must have shape (N, p), got {X.shape}")
@@ -391,7 +383,9 @@ def logistic_regression(
     if not np.all((y == 0) | (y == 1)):
         raise ValueError("y must contain only the labels 0 and 1")
     prior_scale = positive_float("prior_scale", prior_scale)
-    extras: dict = {"standardised": bool(standardise), "intercept": bool(intercept), "prior_scale": prior_scale}
+    extras = TargetExtras(standardised=bool(standardise), intercept=bool(intercept), prior_scale=prior_scale)
+    if dataset is not None:
+        extras["dataset"] = dataset
     if standardise:
         X, feature_mean, feature_scale = standardise_features(X)
         extras.update(feature_mean=feature_mean, feature_scale=feature_scale)
@@ -404,6 +398,7 @@ def logistic_regression(
         prior_precision=1.0 / prior_scale**2,
         batch_size=batch_size,
         replace=replace,
+        init_box=init_box,
         name=name,
         extras=extras,
     )

@@ -49,8 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .._validate import finite_array, integer, positive_float, real, spd_matrix
-from ..schedules import cyclical_sum, cyclical_sum_squares
+from .._validate import ParameterError, finite_array, integer, positive_float, real, spd_matrix
 from .distances import gaussian_w2
 
 __all__ = [
@@ -62,6 +61,8 @@ __all__ = [
     "strongly_convex_c3_c4",
     "linear_gaussian_constants",
     "harmonic_number",
+    "cyclical_sum",
+    "cyclical_sum_squares",
     "theorem1_terms",
     "csgld_bound",
     "sgld_bound",
@@ -377,6 +378,41 @@ def linear_gaussian_constants(
 
 # ----------------------------------------------------------------------------------------------
 # Theorem 1 (THEORY D3)
+
+
+# ----------------------------------------------------------------------------- exact sums of the cosine schedule
+
+
+def _full_cycles(n_steps, n_cycles) -> tuple[int, int, int]:
+    n = integer("n_steps", n_steps, low=1)
+    m = integer("n_cycles", n_cycles, low=1)
+    if n % m:
+        raise ParameterError("n_steps", f"the exact sums need n_steps to be a multiple of n_cycles, got K={n}, M={m}")
+    return n, m, n // m
+
+
+def cyclical_sum(step_size: float, n_cycles: int, n_steps: int) -> float:
+    """Exact ``sum_k alpha_k`` of the cosine schedule: ``alpha_0 (K + M) / 2`` (THEORY A3).
+
+    [cSG] App. C prints ``K alpha_0 / 2``, which drops ``alpha_0 M / 2`` (erratum H2).
+    Requires ``K = M L_c``. For ``L_c = 1`` the schedule is constant and the formula still
+    holds.
+    """
+    alpha0 = positive_float("step_size", step_size)
+    n, m, _ = _full_cycles(n_steps, n_cycles)
+    return alpha0 * (n + m) / 2.0
+
+
+def cyclical_sum_squares(step_size: float, n_cycles: int, n_steps: int) -> float:
+    """Exact ``sum_k alpha_k^2``: ``alpha_0^2 (3K/8 + M/2)`` for ``L_c >= 2``, ``K alpha_0^2`` for ``L_c = 1``.
+
+    [cSG] eq. 17 prints ``3 alpha_0^2 K / 8`` (erratum H2).
+    """
+    alpha0 = positive_float("step_size", step_size)
+    n, m, length = _full_cycles(n_steps, n_cycles)
+    if length == 1:
+        return n * alpha0**2
+    return alpha0**2 * (3.0 * n / 8.0 + m / 2.0)
 
 
 def harmonic_number(n: int) -> float:

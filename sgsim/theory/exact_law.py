@@ -33,7 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
+from .. import dynamics
 from .._validate import finite_array, integer, real, spd_matrix
+from ..dynamics import LinearStep
 
 __all__ = [
     "GaussianPath",
@@ -187,12 +189,14 @@ def _init(init_mean, init_cov, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------------- the engine
 
 
-def _propagate(f0, f1, s, shift, noise, m0, s0) -> GaussianPath:
+def _propagate(step: LinearStep, m0, s0) -> GaussianPath:
     """Laws of ``x_k = (f0 + s_k f1) x_{k-1} + s_k shift + xi_k``, ``Cov xi_k = sum_j q_jk Q_j``.
 
-    ``s`` has shape (..., K); ``noise`` is a list of ``(q_j, Q_j)`` with ``q_j`` (..., K)
-    and ``Q_j`` (n, n); ``shift`` is an (n,) vector or None.
+    ``step`` comes from :mod:`sgsim.dynamics`: ``s`` has shape (..., K), each noise coefficient
+    ``q_j`` (..., K) and each ``Q_j`` (n, n); ``shift`` is an (n,) vector or None.
     """
+    f0, f1, s, shift = step.f0, step.f1, step.s, step.shift
+    noise = list(zip(step.noise.coef, step.noise.mats, strict=True))
     n = f0.shape[0]
     k_steps = s.shape[-1]
     batch = np.broadcast_shapes(s.shape[:-1], *(q.shape[:-1] for q, _ in noise), m0.shape[:-1], s0.shape[:-2])
@@ -238,58 +242,6 @@ def _propagate(f0, f1, s, shift, noise, m0, s0) -> GaussianPath:
         blk += np.swapaxes(blk, -1, -2)
         blk *= 0.5
     return GaussianPath(np.moveaxis(mean[..., 0], 0, nb), np.moveaxis(cov, 0, nb))
-
-
-def noise_coefficients(
-    step_size, temperature, grad_noise_cov, factor=1.0, corrected=1.0, noise_correction=False, friction_name=None
-):
-    """Coefficients ``(a_k, c_k)`` of the per-step noise covariance ``a_k V + c_k I`` (THEORY A1, A2).
-
-    The gradient noise ``alpha_k zeta_k`` (``zeta ~ N(0, V)``) and the injected noise together
-    have covariance ``a_k V + c_k I``. Without the correction ``a = alpha^2`` and
-    ``c = 2 factor alpha T`` (``factor`` is 1 for SGLD, ``eta - gamma_hat`` for SGHMC). With it,
-    sampling steps (``T > 0``) carry ``2 corrected alpha T I`` in all (``corrected`` is 1 for
-    SGLD, ``eta`` for SGHMC), so the injected ``2 corrected alpha T I - alpha^2 V`` must be PSD.
-    This is the one definition of the samplers' noise: :func:`sgsim.sample` uses it too.
-
-    Parameters
-    ----------
-    step_size, temperature : array_like
-        ``alpha_k`` and ``T_k``, broadcast together (any shape, e.g. ``(K,)``).
-    grad_noise_cov : ndarray, shape (d, d)
-        ``V``, symmetric positive semidefinite.
-    factor, corrected : float
-        See above.
-    noise_correction : bool
-        Apply the gradient-noise correction.
-    friction_name : str, optional
-        Name of the friction parameter, for the error message.
-
-    Returns
-    -------
-    a, c : ndarray
-        Broadcast to the shape of ``step_size`` and ``temperature``.
-    """
-    alpha, temp = np.broadcast_arrays(np.asarray(step_size, float), np.asarray(temperature, float))
-    a = alpha**2
-    c = 2.0 * factor * alpha * temp
-    lam_max = float(np.linalg.eigvalsh(grad_noise_cov)[-1])
-    if noise_correction and lam_max > 0:
-        hot = temp > 0
-        limit = 2.0 * corrected * temp
-        bad = hot & (alpha * lam_max > limit * (1 + 1e-12))
-        if np.any(bad):
-            k = tuple(int(i) for i in np.argwhere(bad)[0])
-            who = f"2 * {friction_name} * temperature" if friction_name else "2 * temperature"
-            where = f"step {k[0] + 1}" if len(k) == 1 else f"index {k}"
-            raise ValueError(
-                f"noise_correction needs step_size * max eig(grad_noise_cov) <= {who} at every sampling step "
-                f"(else the injected covariance is not PSD); at {where} step_size = {alpha[k]:.4g}, "
-                f"max eig = {lam_max:.4g}, temperature = {temp[k]:.4g}"
-            )
-        a = np.where(hot, 0.0, alpha**2)
-        c = 2.0 * corrected * alpha * temp
-    return a, c
 
 
 # ----------------------------------------------------------------------------- [cSG] units
@@ -346,10 +298,9 @@ def sgld_law(
     alpha, temp = seq["step_size"], seq["temperature"]
     _positive_seq("step_size", alpha)
     _nonnegative_seq("temperature", temp)
-    a, c = noise_coefficients(alpha, temp, v, 1.0, 1.0, bool(noise_correction))
+    step = dynamics.sgld_linear(p, b, alpha, temp, v, bool(noise_correction))
     m0, s0 = _init(init_mean, init_cov, d, d)
-    eye = np.eye(d)
-    return _propagate(eye, -p, alpha, b, [(a, v), (c, eye)], m0, s0)
+    return _propagate(step, m0, s0)
 
 
 def sgd_law(
@@ -422,20 +373,9 @@ def sghmc_law(
     alpha, temp = seq["step_size"], seq["temperature"]
     _positive_seq("step_size", alpha)
     _nonnegative_seq("temperature", temp)
-    a, c = noise_coefficients(alpha, temp, v, eta - gamma_hat, eta, bool(noise_correction), "friction")
+    step = dynamics.sghmc_linear(p, b, alpha, temp, v, eta, gamma_hat, bool(noise_correction))
     m0, s0 = _init(init_mean, init_cov, 2 * d, d)
-    eye, zero = np.eye(d), np.zeros((d, d))
-    f0 = np.block([[eye, eye], [zero, (1 - eta) * eye]])
-    f1 = np.block([[zero, zero], [-p, -p]])
-    return _propagate(
-        f0,
-        f1,
-        alpha,
-        np.concatenate([np.zeros(d), b]),
-        [(a, np.block([[zero, zero], [zero, v]])), (c, np.block([[zero, zero], [zero, eye]]))],
-        m0,
-        s0,
-    )
+    return _propagate(step, m0, s0)
 
 
 # ----------------------------------------------------------------------------- [SGDVI] units
@@ -488,11 +428,7 @@ def momentum_sgd_law(A, C, lr, momentum, batch_size, init_mean=None, init_cov=No
     a, c, s, eps, d = _sgdvi_inputs(A, C, lr, batch_size, n_steps)
     mu = real("momentum", momentum, 0.0, 1.0, low_open=True)
     m0, s0 = _init(init_mean, init_cov, 2 * d, d)
-    eye, zero = np.eye(d), np.zeros((d, d))
-    f0 = np.block([[eye, (1 - mu) * eye], [zero, (1 - mu) * eye]])
-    f1 = np.block([[-a, zero], [-a, zero]])
-    q = np.block([[c, c], [c, c]]) / s
-    return _propagate(f0, f1, eps, None, [(eps**2, q)], m0, s0)
+    return _propagate(dynamics.momentum_sgd_linear(a, c, eps, mu, s), m0, s0)
 
 
 def preconditioned_sgd_law(A, C, H, lr, batch_size, init_mean=None, init_cov=None, *, n_steps=None) -> GaussianPath:
@@ -526,7 +462,7 @@ def preconditioned_sgd_law(A, C, H, lr, batch_size, init_mean=None, init_cov=Non
     a, c, s, eps, d = _sgdvi_inputs(A, C, lr, batch_size, n_steps)
     h = _spd("H", H, d)
     m0, s0 = _init(init_mean, init_cov, d, d)
-    return _propagate(np.eye(d), -h @ a, eps, None, [(eps**2, h @ c @ h / s)], m0, s0)
+    return _propagate(dynamics.preconditioned_sgd_linear(a, c, h, eps, s), m0, s0)
 
 
 def sgfs_law(A, C, H, E, lr, batch_size, init_mean=None, init_cov=None, *, n_steps=None) -> GaussianPath:
@@ -564,9 +500,8 @@ def sgfs_law(A, C, H, E, lr, batch_size, init_mean=None, init_cov=None, *, n_ste
     a, c, s, eps, d = _sgdvi_inputs(A, C, lr, batch_size, n_steps)
     h = _spd("H", H, d)
     e = finite_array("E", E, (d, d))
-    q = h @ (c / s + e @ e.T) @ h
     m0, s0 = _init(init_mean, init_cov, d, d)
-    return _propagate(np.eye(d), -h @ a, eps, None, [(eps**2, 0.5 * (q + q.T))], m0, s0)
+    return _propagate(dynamics.sgfs_linear(a, c, h, e, eps, s), m0, s0)
 
 
 # ----------------------------------------------------------------------------- stationary laws, averages

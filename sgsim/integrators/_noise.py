@@ -1,0 +1,87 @@
+"""From a noise covariance (:class:`sgsim.dynamics.Noise`) to the factors a kernel draws with.
+
+A step's noise covariance is ``sum_j q_jk Q_j`` (fixed matrices, per-step coefficients). When
+the ``Q_j`` share an eigenbasis ``B`` (they are diagonal, or multiples of the identity beside
+one other matrix, or commute), the noise is ``B diag(sqrt(sum_j q_jk lambda_j)) xi``: one basis
+for the run (:func:`noise_basis`) and per-step square roots computed block by block
+(:func:`noise_factors`). A diagonal covariance needs no rotation at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validate import ParameterError
+from ..dynamics import Noise
+
+
+@dataclass(frozen=True)
+class NoiseBasis:
+    """The eigenbasis shared by a noise's matrices and each matrix's eigenvalues in it."""
+
+    basis: np.ndarray
+    rotate: bool
+    diagonals: tuple[np.ndarray, ...]
+
+
+def _is_diagonal(m: np.ndarray) -> bool:
+    return np.count_nonzero(m - np.diag(np.diag(m))) == 0
+
+
+def _is_scaled_identity(m: np.ndarray) -> bool:
+    return _is_diagonal(m) and bool(np.all(np.diag(m) == m[0, 0]))
+
+
+def noise_basis(noise: Noise | None, dim: int) -> NoiseBasis:
+    """The basis in which every matrix of ``noise`` is diagonal, with their eigenvalues.
+
+    Raises
+    ------
+    ParameterError
+        If the matrices share no eigenbasis (their products do not commute).
+    """
+    eye = np.eye(dim)
+    if noise is None:
+        return NoiseBasis(eye, False, ())
+    mats = [np.asarray(m, float) for m in noise.mats]
+    if all(_is_diagonal(m) for m in mats):
+        return NoiseBasis(eye, False, tuple(np.diag(m).copy() for m in mats))
+    general = [i for i, m in enumerate(mats) if not _is_scaled_identity(m)]
+    # the eigenbasis of one matrix (exactly its eigenvalues), or of a fixed mix of several
+    mix = mats[general[0]] if len(general) == 1 else sum((i + 1.0) * mats[i] for i in general)
+    lam, basis = np.linalg.eigh(mix)
+    diagonals = []
+    for m in mats:
+        if _is_scaled_identity(m):
+            diagonals.append(np.full(dim, m[0, 0]))
+        elif len(general) == 1:
+            diagonals.append(np.clip(lam, 0.0, None))
+        else:
+            rotated = basis.T @ m @ basis
+            off = rotated - np.diag(np.diag(rotated))
+            if np.max(np.abs(off)) > 1e-10 * max(1.0, float(np.max(np.abs(m)))):
+                raise ParameterError(
+                    "grad_noise_cov",
+                    "the noise covariance's matrices share no eigenbasis (they do not commute); "
+                    "this sampler cannot draw their sum with one basis",
+                )
+            diagonals.append(np.clip(np.diag(rotated), 0.0, None))
+    return NoiseBasis(basis, True, tuple(diagonals))
+
+
+def noise_factors(noise: Noise | None, basis: NoiseBasis, n_steps: int, dim: int) -> np.ndarray:
+    """Per-step standard deviations in ``basis``: shape ``(n_steps, dim)``.
+
+    ``sd[k, i] = sqrt(sum_j q_jk lambda_ji)``, summed in the order of the noise's terms.
+    """
+    if noise is None:
+        return np.zeros((n_steps, dim))
+    var = np.zeros((n_steps, dim))
+    for j, (coef, diag) in enumerate(zip(noise.coef, basis.diagonals, strict=True)):
+        term = np.broadcast_to(coef, (n_steps,))[:, None] * diag[None, :]
+        var = term if j == 0 else var + term
+    if np.any(var < 0):
+        raise ParameterError("grad_noise_cov", "the noise covariance is not positive semidefinite at some step")
+    return np.sqrt(var)

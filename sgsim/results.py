@@ -1,0 +1,136 @@
+"""The one InferenceData builder: every backend hands its arrays to :func:`to_inference_data`.
+
+A backend (the compiled CPU path today) returns a :class:`RunOutput` of plain NumPy arrays;
+this module alone knows ArviZ. Groups of the result:
+
+``posterior``
+    ``theta`` with dims ``(chain, draw, dim)`` for independent chains, ``(chain, draw,
+    particle, dim)`` for ensembles (so that ArviZ never takes coupled particles for
+    independent chains). With ``storage="final"`` the one draw is the final state. Absent
+    with ``storage="moments"``.
+``sample_stats``
+    Per draw: ``step_size``, ``temperature``, ``stage``, ``cycle``, ``step`` (1-based
+    iteration), ``diverged``, and the algorithm's own statistics (e.g. SVGD's
+    ``bandwidth``), ``lp`` if asked for.
+``constant_data``
+    Per chain: ``init``, ``final_<state>`` for each state array, ``diverged_at`` (the 1-based
+    step at which the chain left the finite numbers, 0 if it never did).
+``moments``
+    ``storage="moments"`` only: ``theta_mean``, ``theta_cov`` (the running mean and covariance
+    of the kept draws, per chain, and per particle for ensembles) and ``n_draws``.
+``run_spec``
+    The arrays of the run's spec (:mod:`sgsim.spec`), when it has any.
+
+ArviZ 1.x (DataTree) needs Python >= 3.12; this module uses the 0.2x constructor, and the
+conversion is the body of :func:`to_inference_data` alone.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["RunOutput", "to_inference_data", "STORAGE_MODES", "storage_mode"]
+
+STORAGE_MODES = ("draws", "final", "moments")
+
+
+@dataclass
+class RunOutput:
+    """What a sampling backend returns about one run, as plain arrays.
+
+    Attributes
+    ----------
+    storage : str
+        One of :data:`STORAGE_MODES`.
+    theta : ndarray or None
+        Kept draws, ``(chains, draws, d)`` or ``(chains, draws, particles, d)``; None for moments.
+    draw_stats : dict
+        Per-draw values shared by every chain, each of shape ``(draws,)``.
+    chain_stats : dict
+        Per-chain, per-draw values, each of shape ``(chains, draws)`` or
+        ``(chains, draws, particles)``.
+    constants : dict
+        Per-chain arrays without a draw axis (``init``, ``final_theta``, ...).
+    moments : dict or None
+        ``theta_mean``, ``theta_cov``, ``n_draws`` (moments storage only).
+    attrs : dict
+        Attributes of every group.
+    spec_arrays : dict
+        The run spec's arrays (stored in the ``run_spec`` group).
+    """
+
+    storage: str
+    theta: np.ndarray | None
+    draw_stats: dict
+    chain_stats: dict
+    constants: dict
+    moments: dict | None
+    attrs: dict
+    spec_arrays: dict = field(default_factory=dict)
+
+
+def storage_mode(idata) -> str:
+    """The storage mode that produced ``idata`` (``"draws"`` for results of older versions)."""
+    return str(idata.attrs.get("storage", "draws"))
+
+
+def to_inference_data(out: RunOutput):
+    """Build the :class:`arviz.InferenceData` of a run (see the module docs for its groups)."""
+    import arviz as az
+    import xarray as xr
+
+    origin = az.rcParams["data.index_origin"]
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    stamped = {"created_at": created, "arviz_version": az.__version__, **out.attrs}
+    some = out.theta if out.theta is not None else out.constants["init"]
+    n_chains = some.shape[0]
+    ensemble = out.constants["init"].ndim == 3
+    d = some.shape[-1]
+    chain = np.arange(origin, origin + n_chains)
+    coords: dict = {"chain": chain, "dim": np.arange(d)}
+    member = ("particle", "dim") if ensemble else ("dim",)
+    if ensemble:
+        coords["particle"] = np.arange(out.constants["init"].shape[1])
+    groups = {}
+    if out.theta is not None:
+        draw = np.arange(origin, origin + out.theta.shape[1])
+        dims = ("chain", "draw") + member
+        groups["posterior"] = xr.Dataset({"theta": (dims, out.theta)}, coords={**coords, "draw": draw}, attrs=stamped)
+        stats = {}
+        for name, value in out.draw_stats.items():
+            # shared by all chains: a read-only broadcast view, not n_chains copies
+            stats[name] = (("chain", "draw"), np.broadcast_to(value, (n_chains, value.shape[0])))
+        for name, value in out.chain_stats.items():
+            stats[name] = (("chain", "draw") + (("particle",) if value.ndim == 3 else ()), value)
+        stat_coords = {"chain": chain, "draw": draw}
+        if ensemble:
+            stat_coords["particle"] = coords["particle"]
+        groups["sample_stats"] = xr.Dataset(stats, coords=stat_coords, attrs=stamped)
+    constant = {}
+    for name, value in out.constants.items():
+        constant[name] = (("chain",) + member[: value.ndim - 1], value)
+    const_coords = {"chain": np.arange(n_chains), "dim": coords["dim"]}
+    if ensemble:
+        const_coords["particle"] = coords["particle"]
+    groups["constant_data"] = xr.Dataset(constant, coords=const_coords, attrs=dict(out.attrs))
+    if out.moments is not None:
+        m = out.moments
+        groups["moments"] = xr.Dataset(
+            {
+                "theta_mean": (("chain",) + member, m["theta_mean"]),
+                "theta_cov": (("chain",) + member + ("dim_b",), m["theta_cov"]),
+                "n_draws": (("chain",), m["n_draws"]),
+            },
+            coords={**const_coords, "dim_b": coords["dim"]},
+            attrs=dict(out.attrs),
+        )
+    if out.spec_arrays:
+        spec = {}
+        for name, value in out.spec_arrays.items():
+            arr = np.asarray(value)
+            spec[name] = (tuple(f"{name}_{i}" for i in range(arr.ndim)), arr)
+        groups["run_spec"] = xr.Dataset(spec)
+    return az.InferenceData(attrs=dict(out.attrs), **groups)

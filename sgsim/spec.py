@@ -1,0 +1,142 @@
+"""Runs as data: the small description of a run that every result records, and its encoding.
+
+A :class:`RunSpec` says everything :func:`sgsim.sample` needs to run again: the target (its
+factory and arguments, or a shipped data set's name), the method, its options, the schedule,
+the seed, the number of chains and particles, burn-in, thinning, storage and the initial
+state. A result stores it as JSON in the attribute ``sgsim_config``, with every array
+replaced by a reference into the result's ``run_spec`` group, where the arrays are stored as
+arrays (a preconditioner matrix, a data set given as arrays, explicit initial points).
+:func:`sgsim.replay` reads it back and reruns the run, bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .targets import TargetSpec
+
+__all__ = ["RunSpec", "encode", "decode"]
+
+_ARRAY = "__array__"
+_TUPLE = "__tuple__"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """The description of one call of :func:`sgsim.sample`.
+
+    Attributes
+    ----------
+    target : TargetSpec or None
+        How the target was built; None for a target built by hand (not replayable).
+    target_name : str
+        The target's name.
+    target_fingerprint : str
+        :meth:`sgsim.targets.Target.fingerprint` of the sampled target.
+    method : str
+        The method's registered name.
+    options : dict
+        The algorithm's options after validation, with ``noise_correction``.
+    schedule : dict
+        The schedule's description.
+    schedule_arrays : dict or None
+        The per-step arrays of a schedule built from arrays (None for a formula schedule).
+    seed : int
+        The seed used.
+    n_chains : int
+        Replicas: chains, or ensembles of ``n_particles``.
+    n_particles : int or None
+        Particles per ensemble (interacting methods), else None.
+    burn_in, thin : int
+        Draws discarded at the start; every ``thin``-th collected draw kept.
+    storage : str
+        ``"draws"``, ``"final"`` or ``"moments"``.
+    init, init_velocity : ndarray or None
+        Initial state given by the caller (None: drawn from the streams, or zero velocity).
+    log_density : bool
+        Whether the log density of each draw was recorded.
+    grad_noise_cov : list
+        The target's emulated gradient-noise covariance, for the reader (not needed to replay).
+    stochastic_gradient : str or None
+        The target's stochastic gradient in words (None for exact gradients), for the reader.
+    """
+
+    target: TargetSpec | None
+    target_name: str
+    target_fingerprint: str
+    method: str
+    options: dict
+    schedule: dict
+    schedule_arrays: dict | None
+    seed: int
+    n_chains: int
+    n_particles: int | None
+    burn_in: int
+    thin: int
+    storage: str
+    init: np.ndarray | None = None
+    init_velocity: np.ndarray | None = None
+    log_density: bool = False
+    grad_noise_cov: list = field(default_factory=list)
+    stochastic_gradient: str | None = None
+
+    def to_dict(self) -> dict:
+        """The spec as nested plain data (arrays stay arrays)."""
+        out = asdict(self)
+        out["target"] = None if self.target is None else asdict(self.target)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunSpec:
+        """The inverse of :meth:`to_dict`."""
+        data = dict(data)
+        tgt = data.get("target")
+        if tgt is not None:
+            mods = tuple((name, dict(kw)) for name, kw in tgt.get("modifiers", ()))
+            data["target"] = TargetSpec(tgt["factory"], dict(tgt["kwargs"]), mods)
+        return cls(**data)
+
+
+def _encode(value: Any, path: str, arrays: dict) -> Any:
+    if isinstance(value, np.ndarray):
+        arrays[path] = value
+        return {_ARRAY: path}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): _encode(v, f"{path}.{k}", arrays) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return {_TUPLE: [_encode(v, f"{path}.{i}", arrays) for i, v in enumerate(value)]}
+    if isinstance(value, list):
+        return [_encode(v, f"{path}.{i}", arrays) for i, v in enumerate(value)]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise TypeError(f"{path}: cannot record a {type(value).__name__} in a run spec")
+
+
+def _decode(value: Any, arrays: dict) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {_ARRAY}:
+            return np.asarray(arrays[value[_ARRAY]])
+        if set(value) == {_TUPLE}:
+            return tuple(_decode(v, arrays) for v in value[_TUPLE])
+        return {k: _decode(v, arrays) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v, arrays) for v in value]
+    return value
+
+
+def encode(spec: RunSpec) -> tuple[str, dict[str, np.ndarray]]:
+    """``(JSON text, arrays)``: the spec with each array replaced by a reference to ``arrays``."""
+    arrays: dict[str, np.ndarray] = {}
+    text = json.dumps(_encode(spec.to_dict(), "spec", arrays), sort_keys=True)
+    return text, arrays
+
+
+def decode(text: str, arrays: dict | None = None) -> RunSpec:
+    """The inverse of :func:`encode`."""
+    return RunSpec.from_dict(_decode(json.loads(text), arrays or {}))
