@@ -114,12 +114,12 @@ class Run:
         return (self.n_particles, d) if self.n_particles else (d,)
 
     def noise(self, block: ScheduleBlock) -> tuple:
-        """The block's noise factors ``(sd, basis, rotate)`` for the compiled step."""
+        """The block's noise factors ``(sd, basis, rotate, any_noise)`` for the compiled loop."""
         alg = self.method.algorithm
         nb = block.step_size.shape[0]
         d = self.target.dim
         sd = noise_factors(alg.noise(block, self.target, self.options), self.basis, nb, d)
-        return (sd, self.basis.basis, self.basis.rotate)
+        return (sd, self.basis.basis, self.basis.rotate, np.any(sd != 0.0, axis=1))
 
 
 def _check_storage(storage) -> str:
@@ -315,7 +315,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         workers = 1 if parallel else min(n_threads, n_rep)
     else:
         parallel = False
-        loop = chain_loop(alg.step)
+        loop = chain_loop(*alg.step)
         workers = min(n_threads, n_rep)
     n_chunks = 1 if workers == 1 else min(n_rep, 4 * workers)
     bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)

@@ -69,8 +69,9 @@ class Algorithm:
         The dynamics' options with their defaults.
     units : str
         The step-size convention, in words.
-    step : compiled function
-        The step (see :mod:`sgsim.integrators._loop` for its signature).
+    step : compiled function or tuple
+        The step (see :mod:`sgsim.integrators._loop` for the signatures): for independent
+        chains the pair ``(move, update)`` around the gradient, for ensembles one function.
     constants : callable
         ``constants(options) -> tuple``: the numbers the step reads from ``consts``.
     noise : callable
@@ -93,7 +94,7 @@ class Algorithm:
     state: tuple[str, ...]
     options: dict[str, Option]
     units: str
-    step: Callable
+    step: Callable | tuple
     constants: Callable[[dict], tuple]
     noise: Callable[..., Any]
     check: Callable[[dict, Any], dict] = field(default=lambda options, target: options)

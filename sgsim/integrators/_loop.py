@@ -9,16 +9,22 @@ moments, and skipping replicas that diverged.
 
 Step functions
 --------------
-Independent chains (``coupling = "independent"``)::
+Independent chains (``coupling = "independent"``) take one gradient per step, at
+``theta``, and one Gaussian draw after it; their step comes in two halves::
 
-    step(x, g, z, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, work, rng, inj)
+    move(x, theta, a, consts)                    # before the gradient (e.g. theta += v)
+    update(x, theta, g, z, noisy, a, consts)     # after the gradient and the noise
 
-advances one chain by the ``j``-th step of the block: ``x`` is the chain's state, shape
-``(n_state, d)`` (row 0 is ``theta``); ``g`` and ``z`` are ``(d,)`` buffers; ``alpha`` the
-block's step sizes; ``consts`` the algorithm's constants (a tuple); ``noise`` the block's
-noise factors ``(sd, basis, rotate)`` (:func:`draw_noise`); ``work`` and ``rng`` the chain's
-minibatch buffer and stream state (:mod:`sgsim.rng`); ``inj`` standard normals that replace
-the stream's (shape ``(nb, d)``, or empty).
+The loop itself evaluates ``g = grad U~(theta)`` between the halves (the stochastic
+gradient draws its minibatch from the chain's stream first), then draws the step's noise
+``z`` (see Noise below, in the state's coordinates; ``noisy`` is False, and nothing is
+drawn, where its covariance is zero). ``x`` is the chain's state, shape ``(n_state, d)``,
+``theta`` its row 0, ``a`` the step size, ``consts`` the algorithm's constants (a tuple).
+The halves are inlined and take few arrays for speed: an inlined helper that takes the
+target's parameters, the stream or the noise factors costs atomic reference-count updates
+on each of them at every step (40-100 ns on the 25-Gaussian mixture, more than the
+gradient), and a view made at every step (``x[0]``) costs the same, so ``theta`` is made
+once per call.
 
 Interacting ensembles (``coupling = "interacting"``)::
 
@@ -42,7 +48,8 @@ The Gaussian part of a step, whatever its covariance, is drawn as ``basis @ (sd[
 with ``xi`` standard normals: ``sd`` (shape ``(nb, d)``) holds the square roots of the
 covariance's eigenvalues at each step and ``basis`` its eigenvectors, which
 ``rotate = False`` declares to be the identity (diagonal covariances). A step whose ``sd`` is
-zero draws nothing, so a noise-free stage leaves the stream untouched.
+zero (``any_noise[j]`` False) draws nothing, so a noise-free stage leaves the stream
+untouched. The four make the tuple ``noise = (sd, basis, rotate, any_noise)``.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ import numpy as np
 
 from .._jit import jit
 from ..rng import STATE_WORDS, standard_normal
+from ._splice import splice
 
 NOTHING = -1
 MOMENTS = -2
@@ -61,8 +69,11 @@ MOMENTS = -2
 
 @jit(inline=True)
 def gradient(x, g, grad_u, stochastic_grad_u, params, work, rng):
-    """``g = grad U(x)``: the exact gradient, or the target's stochastic one when it has one."""
-    # pruned at compile time: one specialisation per gradient kind, the exact path unchanged
+    """``g = grad U(x)``: the exact gradient, or the target's stochastic one when it has one.
+
+    For the particle loops of ensembles, whose pair terms dwarf a call's overhead.
+    """
+    # pruned at compile time: one specialisation per gradient kind
     if stochastic_grad_u is None:
         grad_u(x, params, g)
     else:
@@ -70,31 +81,9 @@ def gradient(x, g, grad_u, stochastic_grad_u, params, work, rng):
 
 
 @jit(inline=True)
-def draw_noise(z, j, rng, noise, inj):
-    """Write step ``j``'s noise, in the noise's eigenbasis, into ``z``; False when it is zero."""
-    sd = noise[0]
-    drawn = inj.shape[0] == 0
-    any_noise = False
-    for i in range(z.shape[0]):
-        any_noise = any_noise or sd[j, i] != 0.0
-    if not any_noise:
-        return False
-    for i in range(z.shape[0]):
-        xi = standard_normal(rng) if drawn else inj[j, i]
-        z[i] = sd[j, i] * xi
-    return True
-
-
-@jit(inline=True)
-def noise_component(noise, z, i):
-    """Component ``i`` of the noise in the state's coordinates: ``(basis @ z)[i]``."""
-    if not noise[2]:
-        return z[i]
-    basis = noise[1]
-    acc = 0.0
-    for m in range(z.shape[0]):
-        acc += basis[i, m] * z[m]
-    return acc
+def stay(x, theta, a, consts):
+    """The ``move`` of algorithms that take the gradient where the chain stands."""
+    return None
 
 
 @jit(inline=True)
@@ -130,46 +119,90 @@ def welford_update(x, count, mean, m2, c, delta):
             m2[c, i, m] += delta[i] * (x[m] - mean[c, m])
 
 
+def _move(x, theta, a, consts):
+    """Placeholder for an algorithm's ``move``, spliced into :func:`_chain_loop`."""
+    raise NotImplementedError
+
+
+def _update(x, theta, g, z, noisy, a, consts):
+    """Placeholder for an algorithm's ``update``, spliced into :func:`_chain_loop`."""
+    raise NotImplementedError
+
+
+def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, alpha, consts, noise, k0, store, out,
+         count, mean, m2, injected):  # fmt: skip
+    n_chains, n_state, d = state.shape
+    nb = alpha.shape[0]
+    sd, basis, rotate, any_noise = noise
+    x = np.empty((n_state, d))
+    theta = x[0]
+    g = np.empty(d)
+    e = np.empty(d)
+    z = np.empty(d)
+    delta = np.empty(d)
+    st = np.empty(STATE_WORDS, np.uint64)
+    for c in range(n_chains):
+        if failed[c] >= 0:
+            continue
+        for r in range(n_state):
+            for i in range(d):
+                x[r, i] = state[c, r, i]
+        copy_into(rngs[c], st)
+        work = works[c]
+        inj = injected[c]
+        drawn = inj.shape[0] == 0
+        for j in range(nb):
+            a = alpha[j]
+            _move(x, theta, a, consts)
+            # pruned at compile time: one specialisation per gradient kind
+            if stochastic_grad_u is None:
+                grad_u(theta, params, g)
+            else:
+                stochastic_grad_u(theta, params, g, st, work)
+            # the noise basis @ (sd_j * xi), xi from the stream (or injected); none where sd_j = 0
+            noisy = any_noise[j]
+            if noisy:
+                if rotate:
+                    for i in range(d):
+                        e[i] = sd[j, i] * (standard_normal(st) if drawn else inj[j, i])
+                    for i in range(d):
+                        acc = 0.0
+                        for m in range(d):
+                            acc += basis[i, m] * e[m]
+                        z[i] = acc
+                elif drawn:
+                    for i in range(d):
+                        z[i] = sd[j, i] * standard_normal(st)
+                else:
+                    for i in range(d):
+                        z[i] = sd[j, i] * inj[j, i]
+            _update(x, theta, g, z, noisy, a, consts)
+            # no early exit: a branch-free loop is faster on short rows
+            ok = True
+            for r in range(n_state):
+                for i in range(d):
+                    ok = ok and math.isfinite(x[r, i])
+            if not ok:
+                failed[c] = k0 + j
+                break
+            s = store[j]
+            if s >= 0:
+                for i in range(d):
+                    out[c, s, i] = theta[i]
+            elif s == MOMENTS:
+                welford_update(theta, count, mean, m2, c, delta)
+        for r in range(n_state):
+            for i in range(d):
+                state[c, r, i] = x[r, i]
+        copy_into(st, rngs[c])
+
+
 @functools.cache
-def chain_loop(step):
-    """The compiled loop of an independent-chain ``step`` (one per step function and process)."""
-
-    @jit(cache=False)
-    def loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, alpha, consts, noise, k0, store, out,
-             count, mean, m2, injected):  # fmt: skip
-        n_chains, n_state, d = state.shape
-        nb = alpha.shape[0]
-        x = np.empty((n_state, d))
-        g = np.empty(d)
-        z = np.empty(d)
-        delta = np.empty(d)
-        st = np.empty(STATE_WORDS, np.uint64)
-        for c in range(n_chains):
-            if failed[c] >= 0:
-                continue
-            for r in range(n_state):
-                copy_into(state[c, r], x[r])
-            copy_into(rngs[c], st)
-            work = works[c]
-            inj = injected[c]
-            for j in range(nb):
-                step(x, g, z, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, work, st, inj)
-                ok = True
-                for r in range(n_state):
-                    ok = ok and all_finite(x[r])
-                if not ok:
-                    failed[c] = k0 + j
-                    break
-                s = store[j]
-                if s >= 0:
-                    copy_into(x[0], out[c, s])
-                elif s == MOMENTS:
-                    welford_update(x[0], count, mean, m2, c, delta)
-            for r in range(n_state):
-                copy_into(x[r], state[c, r])
-            copy_into(st, rngs[c])
-
-    return loop
+def chain_loop(move, update):
+    """The compiled loop of an independent-chain step: :func:`_chain_loop` with ``move`` and
+    ``update`` written into it (:func:`~sgsim.integrators._splice.splice`), once per pair and process.
+    """
+    return splice(_chain_loop, {"_move": move, "_update": update}, jit(cache=False))
 
 
 @functools.cache

@@ -43,27 +43,27 @@ from ._base import (
     constant_schedule,
     cyclical_schedule,
 )
-from ._loop import draw_noise, gradient, noise_component
 
-__all__ = ["SGHMC", "METHOD", "CYCLICAL", "step"]
+__all__ = ["SGHMC", "METHOD", "CYCLICAL", "move", "update"]
 
 
 @jit(inline=True)
-def step(x, g, z, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, work, rng, inj):
-    """``theta += v``; then ``v <- (1 - eta) v - alpha_j grad U~(theta) + noise_j``."""
-    theta = x[0]
-    v = x[1]
-    keep = consts[0]
+def move(x, theta, a, consts):
+    """``theta += v`` (``v`` is ``x[1]``): the gradient is then taken at the new position."""
     for i in range(theta.shape[0]):
-        theta[i] += v[i]
-    gradient(theta, g, grad_u, stochastic_grad_u, params, work, rng)
-    a = alpha[j]
-    if draw_noise(z, j, rng, noise, inj):
+        theta[i] += x[1, i]
+
+
+@jit(inline=True)
+def update(x, theta, g, z, noisy, a, consts):
+    """``v <- (1 - eta) v - a g + z``, ``g = grad U~(theta)`` at the moved ``theta``."""
+    keep = consts[0]
+    if noisy:
         for i in range(theta.shape[0]):
-            v[i] = keep * v[i] - a * g[i] + noise_component(noise, z, i)
+            x[1, i] = keep * x[1, i] - a * g[i] + z[i]
     else:
         for i in range(theta.shape[0]):
-            v[i] = keep * v[i] - a * g[i]
+            x[1, i] = keep * x[1, i] - a * g[i]
 
 
 def _check(options: dict, target) -> dict:
@@ -98,7 +98,7 @@ SGHMC = Algorithm(
         "gamma_hat": Option(0.0, lambda name, value: real(name, value, 0.0), "gradient-noise estimate in [0, eta]"),
     },
     units="cyclical paper: alpha = epsilon^2, eta = epsilon C; injected variance 2 (eta - gamma_hat) alpha T",
-    step=step,
+    step=(move, update),
     constants=lambda options: (1.0 - options["friction"],),
     noise=_noise,
     check=_check,

@@ -38,20 +38,17 @@ from ._base import (
     constant_schedule,
     cyclical_schedule,
 )
-from ._loop import draw_noise, gradient, noise_component
+from ._loop import stay
 
-__all__ = ["SGLD", "METHOD", "CYCLICAL", "step"]
+__all__ = ["SGLD", "METHOD", "CYCLICAL", "update"]
 
 
 @jit(inline=True)
-def step(x, g, z, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, work, rng, inj):
-    """``theta <- theta - alpha_j grad U~(theta) + noise_j`` (gradient first, then the noise)."""
-    theta = x[0]
-    gradient(theta, g, grad_u, stochastic_grad_u, params, work, rng)
-    a = alpha[j]
-    if draw_noise(z, j, rng, noise, inj):
+def update(x, theta, g, z, noisy, a, consts):
+    """``theta <- theta - a g + z``: ``g = grad U~(theta)``, ``z`` the step's noise."""
+    if noisy:
         for i in range(theta.shape[0]):
-            theta[i] = theta[i] - a * g[i] + noise_component(noise, z, i)
+            theta[i] = theta[i] - a * g[i] + z[i]
     else:
         for i in range(theta.shape[0]):
             theta[i] = theta[i] - a * g[i]
@@ -68,7 +65,7 @@ SGLD = Algorithm(
     state=("theta",),
     options={},
     units="cyclical paper: drift step_size * grad U, injected noise variance 2 * step_size * T",
-    step=step,
+    step=(stay, update),
     constants=lambda options: (0.0,),
     noise=_noise,
     references="Welling and Teh (2011); [cSG] §2",
