@@ -1,8 +1,14 @@
 """Plain NumPy reference implementations: the oracle for every compiled kernel.
 
 Written independently of ``sgsim``'s kernels (vectorised over chains, gradients through
-``scipy.special``), following the formulas of THEORY.md. Given the same standard normals
-``xi`` the compiled kernels must agree with these to about 1e-12.
+``scipy.special``), following the papers' formulas. Given the same standard normals ``xi``
+(and, for data targets, the same minibatch indices) the compiled kernels must agree with
+these to about 1e-12.
+
+Data targets: minibatch indices are drawn with a NumPy ``Generator`` by the documented rule
+(with replacement: ``gen.integers(0, N)`` n times; without: a partial Fisher-Yates shuffle of
+a permutation kept from step to step), and the integrators take a gradient function that
+draws its own minibatch.
 
 Noise convention shared with the kernels (see ``sgsim.integrators._kernels``): the
 emulated gradient noise ``zeta ~ N(0, V)`` and the injected noise are drawn as one
@@ -57,6 +63,50 @@ def exp_mixture_grad_u(y, rates, weights):
 
 def linear_gaussian_grad_u(x, precision, shift):
     return np.atleast_2d(x) @ precision.T - shift[None]
+
+
+# ----------------------------------------------------------------------------- data targets
+
+
+def logistic_log_density(theta, X, y, prior_precision):
+    """``sum_i [y_i z_i - log(1 + e^{z_i})] - (1/2) sum_j lambda_j theta_j^2``."""
+    z = X @ theta
+    return float(np.sum(y * z - np.logaddexp(0.0, z)) - 0.5 * np.sum(prior_precision * theta**2))
+
+
+def example_gradients(theta, X, y):
+    """Rows ``(y_i - sigmoid(x_i . theta)) x_i``."""
+    return (y - special.expit(X @ theta))[:, None] * X
+
+
+def logistic_grad_u(theta, X, y, prior_precision):
+    """Exact ``grad U``."""
+    return -example_gradients(theta, X, y).sum(axis=0) + prior_precision * theta
+
+
+def minibatch_grad_u(theta, X, y, prior_precision, idx):
+    """``-(N/n) sum_{i in idx} grad log p(y_i | x_i, theta) + lambda theta``."""
+    n_data = X.shape[0]
+    g = example_gradients(theta, X[idx], y[idx])
+    return -(n_data / len(idx)) * g.sum(axis=0) + prior_precision * theta
+
+
+class MinibatchDrawer:
+    """Minibatch indices by the documented rule, from a NumPy generator."""
+
+    def __init__(self, gen, n_data, batch_size, replace):
+        self.gen, self.n_data, self.n, self.replace = gen, n_data, batch_size, replace
+        self.perm = np.arange(n_data)
+
+    def __call__(self):
+        if self.replace:
+            return np.array([self.gen.integers(0, self.n_data) for _ in range(self.n)])
+        idx = np.empty(self.n, dtype=np.int64)
+        for j in range(self.n):
+            r = j + self.gen.integers(0, self.n_data - j)
+            self.perm[[j, r]] = self.perm[[r, j]]
+            idx[j] = self.perm[j]
+        return idx
 
 
 # ----------------------------------------------------------------------------- noise

@@ -11,7 +11,7 @@ from dataclasses import replace
 import numba
 import numpy as np
 import pytest
-import reference_data as RD
+import reference as R
 from stats import assert_within_se
 
 import sgsim
@@ -69,12 +69,12 @@ def test_gradient_and_log_density_match_the_numpy_oracle():
     X, y, prec = t.extras["X"], t.extras["y"], t.extras["prior_precision"]
     for seed in range(3):
         theta = theta_at(t, seed, scale=2.0)
-        g = RD.logistic_grad_u(theta, X, y, prec)
+        g = R.logistic_grad_u(theta, X, y, prec)
         assert np.max(np.abs(t.gradient(theta) - g)) < 1e-12 * max(1.0, np.max(np.abs(g)))
-        lp = RD.logistic_log_density(theta, X, y, prec)
+        lp = R.logistic_log_density(theta, X, y, prec)
         assert abs(t.log_density(theta) - lp) < 1e-12 * abs(lp)
         np.testing.assert_allclose(
-            regression.per_example_gradients(t, theta), RD.example_gradients(theta, X, y), rtol=0, atol=1e-14
+            regression.per_example_gradients(t, theta), R.example_gradients(theta, X, y), rtol=0, atol=1e-14
         )
 
 
@@ -171,10 +171,10 @@ def test_minibatches_without_replacement_have_distinct_indices_and_match_the_ora
     X, y, prec = t.extras["X"], t.extras["y"], t.extras["prior_precision"]
     work = t.new_workspace()
     got = t.stochastic_gradient(theta, np.random.default_rng(5), 200, work=work)
-    drawer = RD.MinibatchDrawer(np.random.default_rng(5), 40, 7, False)
+    drawer = R.MinibatchDrawer(np.random.default_rng(5), 40, 7, False)
     batches = [drawer() for _ in range(200)]
     assert all(len(set(b)) == 7 for b in batches)
-    want = np.array([RD.minibatch_grad_u(theta, X, y, prec, b) for b in batches])
+    want = np.array([R.minibatch_grad_u(theta, X, y, prec, b) for b in batches])
     assert np.max(np.abs(got - want)) < 1e-12 * np.max(np.abs(want))
     assert np.array_equal(np.sort(work), np.arange(40)) and np.array_equal(work, drawer.perm)
 
@@ -183,9 +183,9 @@ def test_minibatches_with_replacement_match_the_oracle():
     t = small(batch_size=9, replace=True)
     theta = theta_at(t)
     got = t.stochastic_gradient(theta, np.random.default_rng(6), 100)
-    drawer = RD.MinibatchDrawer(np.random.default_rng(6), 40, 9, True)
+    drawer = R.MinibatchDrawer(np.random.default_rng(6), 40, 9, True)
     X, y, prec = t.extras["X"], t.extras["y"], t.extras["prior_precision"]
-    want = np.array([RD.minibatch_grad_u(theta, X, y, prec, drawer()) for _ in range(100)])
+    want = np.array([R.minibatch_grad_u(theta, X, y, prec, drawer()) for _ in range(100)])
     assert np.max(np.abs(got - want)) < 1e-12 * np.max(np.abs(want))
 
 
@@ -212,17 +212,24 @@ def run_both(target, method, n_steps=300, seed=3, v=None):
     out = np.full((run.n_draws, d), np.nan)
     assert run_chain(run, state, np.random.default_rng(seed), out, injected=xi) == -1
     ex = target.extras
-    drawer = RD.MinibatchDrawer(np.random.default_rng(seed), ex["n_data"], ex["batch_size"], ex["replace"])
+    drawer = R.MinibatchDrawer(np.random.default_rng(seed), ex["n_data"], ex["batch_size"], ex["replace"])
 
     def grad(theta):
-        return RD.minibatch_grad_u(theta, ex["X"], ex["y"], ex["prior_precision"], drawer())
+        return R.minibatch_grad_u(theta, ex["X"], ex["y"], ex["prior_precision"], drawer())
+
+    def chains_grad(theta):  # the oracle integrators take (chains, d) states
+        return grad(theta[0])[None]
 
     s = run.schedule
+    noise = np.zeros((d, d)) if v is None else v
     if hmc:
-        path, _ = RD.sghmc(grad, theta0, s.step_size, s.temperature, xi, run.options["friction"], v)
+        path, _ = R.sghmc(
+            chains_grad, theta0[None], np.zeros((1, d)), s.step_size, s.temperature, noise, xi[:, None],
+            run.options["friction"],
+        )  # fmt: skip
     else:
-        path = RD.sgld(grad, theta0, s.step_size, s.temperature, xi, v)
-    return out, state[0], path[steps], path[-1]
+        path = R.sgld(chains_grad, theta0[None], s.step_size, s.temperature, noise, xi[:, None])
+    return out, state[0], path[steps, 0], path[-1, 0]
 
 
 @pytest.mark.parametrize("method", list(METHODS))

@@ -31,7 +31,7 @@ Interacting ensembles (``coupling = "interacting"``)::
     step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats)
 
 advances one ensemble: ``X`` has shape ``(n_state, L, d)``; ``G`` and ``B`` are ``(L, d)``
-buffers, ``P`` an ``(L, L)`` buffer for pair terms and ``W`` an ``(L * L,)`` one; ``works`` and
+buffers, ``P`` an ``(L, L)`` buffer for pair terms and ``W`` one of ``L * L + 2048`` values; ``works`` and
 ``rngs`` hold one row per particle; ``inj`` standard normals that replace the streams' (shape
 ``(nb, L, d)``, or empty); ``stats`` is a ``(n_stats,)`` buffer the step may fill with per-step
 statistics (e.g. the bandwidth it used), stored with each kept draw.
@@ -217,7 +217,7 @@ def ensemble_loop(step):
         g = np.empty((n_part, d))
         b = np.empty((n_part, d))
         pairs = np.empty((n_part, n_part))
-        w = np.empty(n_part * n_part)
+        w = np.empty(n_part * n_part + 2048)
         delta = np.empty(d)
         stats = np.zeros(stats_out.shape[2])
         for r in range(n_rep):
