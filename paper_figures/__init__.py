@@ -4,7 +4,11 @@ Each module draws one figure or table of "Cyclical Stochastic Gradient MCMC for 
 Deep Learning" from an experiment in :mod:`sgsim.experiments`. It writes PNGs atomically
 and returns a :class:`Section`: Markdown with a ``quantity | paper value | ours | note``
 table. ``sgsim reproduce`` runs :data:`FIGURES` in order; each module also runs on its
-own, e.g. ``python -m paper_figures.cyclical_table4_coverage --out DIR``.
+own, e.g. ``python -m sgsim._paper_figures.cyclical_table4_coverage --out DIR``.
+
+This directory is not installed as a top-level package: pyproject.toml ships it inside sgsim
+as the private subpackage ``sgsim._paper_figures`` (an editable install maps it there too), so
+its modules import each other relatively and sgsim absolutely.
 
 The modules are imported only when an entry runs, so that listing the registry (and
 ``python -m`` on one module) does not import all of them.
@@ -28,7 +32,7 @@ class FigureEntry:
     Attributes
     ----------
     name : str
-        Module name in ``paper_figures`` and the name ``sgsim reproduce --only`` takes.
+        Module name in ``sgsim._paper_figures`` and the name ``sgsim reproduce --only`` takes.
     title : str
         Section title in the report.
     """

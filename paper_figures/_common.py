@@ -112,7 +112,7 @@ def save(fig, out_dir: Path, name: str, dpi: int = 120) -> str:
 
 
 def script_main(run: Callable[..., Section], argv: Sequence[str] | None = None) -> int:
-    """Command line of one figure script: ``python -m paper_figures.NAME --out DIR [--full]``.
+    """Command line of one figure script: ``python -m sgsim._paper_figures.NAME --out DIR [--full]``.
 
     Writes the figures and ``DIR/NAME.md`` (atomically) and prints the Markdown.
     """

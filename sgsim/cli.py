@@ -6,9 +6,9 @@
     draws, time, seed, mode coverage ([cSG] App. A.1) for targets with mode centres,
     moment errors for targets with exact moments.
 ``sgsim reproduce``
-    Runs the registered scripts of ``paper_figures`` in order: the synthetic results of
-    "Cyclical Stochastic Gradient MCMC for Bayesian Deep Learning" (Figures 1, 2, 5 and
-    Table 4). Writes the figures and ``DIR/report.md``, which is rewritten atomically
+    Runs the registered scripts of ``paper_figures/`` (installed as ``sgsim._paper_figures``)
+    in order: the synthetic results of "Cyclical Stochastic Gradient MCMC for Bayesian Deep
+    Learning" (Figures 1, 2, 5 and Table 4). Writes the figures and ``DIR/report.md``, which is rewritten atomically
     after every section, so an interrupted run keeps the sections it finished. Quick by
     default; ``--full`` uses the paper's budgets.
 ``sgsim --version``
@@ -20,6 +20,8 @@ Bad arguments end with a message naming the parameter and exit status 2.
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import os
 import platform
 import sys
@@ -50,19 +52,48 @@ _FLAGS = {
     "gamma": "--decay",
     "hold": "--hold",
     "a": "--step-size",
+    "grad_noise_cov": "--grad-noise",
 }
 
 
-def _name_flag(message: str) -> str:
-    """Prefix an sgsim error message with the flag it concerns, when one can be found."""
-    found = []
-    for name, flag in _FLAGS.items():
-        if message.startswith(name + " "):
-            found.append((0, flag))
-        elif f"'{name}'" in message:
-            found.append((message.index(f"'{name}'"), flag))
-    # the parameter named first is the one at fault ("unknown option(s) ...: ['x']; accepted: [...]")
-    return f"argument {min(found)[1]}: {message}" if found else message
+def _flag_message(exc: Exception) -> str:
+    """The error message of ``exc``, prefixed with the flag of the parameter it names.
+
+    sgsim's validation errors (:class:`sgsim._validate.ParameterError` and
+    ``ParameterTypeError``) carry the offending argument's name in ``exc.parameter``; a
+    parameter that no flag sets, or an error without the attribute, prints the bare message.
+    """
+    message = str(exc)
+    flag = _FLAGS.get(getattr(exc, "parameter", None) or "")
+    return f"argument {flag}: {message}" if flag else message
+
+
+def _paper_figures():
+    """The figure scripts of ``sgsim reproduce``, imported at run time.
+
+    An installed sgsim (``pip install .`` or ``pip install -e .``) holds them as the private
+    subpackage ``sgsim._paper_figures`` (pyproject.toml maps the checkout's ``paper_figures/``
+    there). A checkout imported without installation (``PYTHONPATH=.``, or ``python -m sgsim.cli``
+    from the repository root, where the local ``sgsim/`` shadows the installed one) has no such
+    subpackage, so the directory beside ``sgsim/`` is loaded under the same name.
+    """
+    name = "sgsim._paper_figures"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        init = Path(__file__).resolve().parents[1] / "paper_figures" / "__init__.py"
+        if exc.name != name or not init.is_file():
+            raise
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
 
 
 # --------------------------------------------------------------------------- parser
@@ -278,7 +309,7 @@ def _cmd_run(args, parser) -> int:
         print(f"sgsim run: error: {exc}", file=sys.stderr)
         return 1
     except (ValueError, TypeError) as exc:
-        parser.error(_name_flag(str(exc)))
+        parser.error(_flag_message(exc))
 
     out = Path(args.out)
     result = write_result(idata, out / "result.nc")
@@ -333,8 +364,7 @@ def _environment() -> str:
 
 def render_report(meta: dict, sections: list, pending: list) -> str:
     """The Markdown of ``report.md``: a header, then each finished section in order."""
-    from paper_figures import describe_mode
-
+    describe_mode = _paper_figures().describe_mode
     done = len(sections)
     total = done + len(pending)
     rows = [
@@ -369,25 +399,24 @@ def render_report(meta: dict, sections: list, pending: list) -> str:
 
 
 def _cmd_reproduce(args, parser, argv) -> int:
-    from paper_figures import DEFAULT_SEED, FIGURES, Section, get_entry
-
     from .io import atomic_write_text
 
+    figures = _paper_figures()
     if args.list:
-        for entry in FIGURES:
+        for entry in figures.FIGURES:
             print(f"{entry.name:28s} {entry.title}")
         return 0
-    seed = DEFAULT_SEED if args.seed is None else args.seed
+    seed = figures.DEFAULT_SEED if args.seed is None else args.seed
     if seed < 0:
         parser.error(f"argument --seed: must be >= 0, got {seed}")
     if args.only:
         try:
-            wanted = {get_entry(name).name for name in args.only}
+            wanted = {figures.get_entry(name).name for name in args.only}
         except ValueError as exc:
             parser.error(f"argument --only: {exc}")
-        entries = [e for e in FIGURES if e.name in wanted]
+        entries = [e for e in figures.FIGURES if e.name in wanted]
     else:
-        entries = list(FIGURES)
+        entries = list(figures.FIGURES)
     _check_out(args.out, parser)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -421,7 +450,7 @@ def _cmd_reproduce(args, parser, argv) -> int:
             except Exception as exc:  # one failing section must not lose the others
                 traceback.print_exc()
                 failed.append(entry.name)
-                section = Section(entry.name, entry.title, f"**Failed**: `{type(exc).__name__}: {exc}`")
+                section = figures.Section(entry.name, entry.title, f"**Failed**: `{type(exc).__name__}: {exc}`")
             section.elapsed_s = time.perf_counter() - start
             sections.append(section)
             pending.remove(entry)

@@ -375,7 +375,7 @@ def cyclical(
     n = _steps(n_steps)
     m = integer("n_cycles", n_cycles, low=1)
     if m > n:
-        raise ValueError(f"n_cycles must be <= n_steps ({n}), got {m}")
+        raise ParameterError("n_cycles", f"n_cycles must be <= n_steps ({n}), got {m}")
     beta = real("explore_fraction", explore_fraction, 0.0, 1.0, high_open=True)
     temp = _temperature(temperature)
     skip = integer("skip_per_cycle", skip_per_cycle, low=0)

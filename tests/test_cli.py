@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import paper_figures
 import sgsim
-from sgsim.cli import main
+from sgsim.cli import _paper_figures, main
 from sgsim.io import read_result
 
+# the figure scripts as the CLI finds them: paper_figures/, installed as sgsim._paper_figures
+paper_figures = _paper_figures()
 ROOT = Path(__file__).resolve().parents[1]
 FIG1 = "cyclical_fig1_schedules"
 
@@ -122,6 +123,62 @@ def test_bad_arguments_exit_2_and_name_the_flag(tmp_path, capsys, change, flag):
     assert not (tmp_path / "result.nc").exists()
 
 
+@pytest.mark.parametrize(
+    ("change", "flag"),
+    [
+        ({"--step-size": "-1"}, "--step-size"),
+        ({"--method": "sghmc", "--friction": "2"}, "--friction"),
+        ({"--method": "csghmc", "--friction": "0"}, "--friction"),
+        ({"--n-cycles": "0"}, "--n-cycles"),
+        ({"--n-cycles": "601"}, "--n-cycles"),  # more cycles than steps
+        ({"--thin": "0"}, "--thin"),
+        ({"--burn-in": "600"}, "--burn-in"),
+        ({"--explore-fraction": "1"}, "--explore-fraction"),
+        ({"--skip-per-cycle": "-1"}, "--skip-per-cycle"),
+        ({"--temperature": "-1"}, "--temperature"),
+        ({"--n-chains": "0"}, "--n-chains"),
+        ({"--grad-noise": "-1"}, "--grad-noise"),
+        ({"--method": "sgld", "--decay": "2"}, "--decay"),
+        ({"--method": "sgld", "--decay": "0.55", "--step-size": "0"}, "--step-size"),
+    ],
+)
+def test_bad_values_name_the_flag_of_the_parameter(tmp_path, capsys, change, flag):
+    # the flag comes from the error's ``parameter`` attribute, not from its text
+    argv = list(RUN)
+    if change.get("--method") in ("sghmc", "sgld"):  # methods without cycles
+        for key in ("--n-cycles", "--explore-fraction"):
+            i = argv.index(key)
+            del argv[i : i + 2]
+    for key, value in change.items():
+        if key in argv:
+            argv[argv.index(key) + 1] = value
+        else:
+            argv += [key, value]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"sgsim run: error: argument {flag}: "), err
+    assert err.count("argument --") == 1, err
+    assert not (tmp_path / "result.nc").exists()
+
+
+def test_error_message_uses_the_parameter_attribute():
+    from sgsim._validate import ParameterError, ParameterTypeError
+    from sgsim.cli import _flag_message
+
+    # the text names other parameters; only ``parameter`` decides the flag
+    assert _flag_message(ParameterError("thin", "step_size and 'n_chains' are fine")) == (
+        "argument --thin: step_size and 'n_chains' are fine"
+    )
+    assert _flag_message(ParameterTypeError("friction", "friction must be a real number")).startswith(
+        "argument --friction: "
+    )
+    # a parameter that no flag sets, and an error without the attribute: the bare message
+    assert _flag_message(ParameterError("init", "the particles coincide")) == "the particles coincide"
+    assert _flag_message(ValueError("step_size must be > 0")) == "step_size must be > 0"
+
+
 def test_hold_needs_decay(tmp_path, capsys):
     argv = [
         "run",
@@ -199,10 +256,33 @@ def test_reproduce_unknown_entry_and_list(tmp_path, capsys):
 
 
 def test_figure_script_runs_as_a_module(tmp_path):
-    # -W error: importing paper_figures must not pre-import the script run as __main__
-    cmd = [sys.executable, "-W", "error", "-m", f"paper_figures.{FIG1}", "--out", str(tmp_path), "--quiet"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    # -W error: importing the package must not pre-import the script run as __main__. Run outside
+    # the checkout, so that the installed sgsim (not the repository root on sys.path) is imported.
+    cmd = [sys.executable, "-W", "error", "-m", f"sgsim._paper_figures.{FIG1}", "--out", str(tmp_path), "--quiet"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "| quantity | paper value | ours | note |" in proc.stdout
     assert (tmp_path / f"{FIG1}.md").is_file()
     assert (tmp_path / f"{FIG1}.png").is_file()
+
+
+def test_paper_figures_is_not_a_top_level_package(tmp_path):
+    code = (
+        "import importlib.util, sgsim._paper_figures as f; "
+        "print(importlib.util.find_spec('paper_figures') is None, f.__name__, len(f.FIGURES))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "sgsim._paper_figures", str(len(paper_figures.FIGURES))]
+    assert paper_figures.__name__ == "sgsim._paper_figures"
+
+
+def test_wheel_lists_every_subpackage():
+    # pyproject.toml lists the packages explicitly (a package-dir mapping cannot be discovered)
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "sgsim").rglob("__init__.py")} | {
+        "sgsim._paper_figures"
+    }
+    assert set(config["packages"]) == on_disk
+    assert config["package-dir"]["sgsim._paper_figures"] == "paper_figures"

@@ -174,13 +174,14 @@ class Target:
             if attr == "stochastic_grad_u" and value is None:
                 continue
             if not is_compiled(value):
-                raise TypeError(
+                raise ParameterTypeError(
+                    attr,
                     f"Target.{attr} must be a numba-compiled function (decorate it with "
-                    f"sgsim._jit.jit or numba.njit); got a plain {type(value).__name__}"
+                    f"sgsim._jit.jit or numba.njit); got a plain {type(value).__name__}",
                 )
         work = self.workspace
         if not (isinstance(work, np.ndarray) and work.dtype == np.int64 and work.ndim == 1):
-            raise TypeError(f"Target.workspace must be a 1-D int64 array, got {work!r:.60}")
+            raise ParameterTypeError("workspace", f"Target.workspace must be a 1-D int64 array, got {work!r:.60}")
         if work.flags.writeable:
             # the template is never run on: chains get copies (new_workspace)
             work = work.copy()
@@ -205,9 +206,10 @@ class Target:
             and work.flags.writeable
         )
         if not ok:
-            raise ValueError(
+            raise ParameterError(
+                "work",
                 f"work must be a writeable contiguous int64 array of shape {self.workspace.shape} "
-                "(use Target.new_workspace())"
+                "(use Target.new_workspace())",
             )
         return work
 
@@ -223,7 +225,7 @@ class Target:
         if np.ndim(cov) == 0:
             s2 = float(cov)
             if not (np.isfinite(s2) and s2 >= 0):
-                raise ValueError(f"cov must be a finite scalar >= 0, got {cov}")
+                raise ParameterError("cov", f"cov must be a finite scalar >= 0, got {cov}")
             cov = s2 * np.eye(self.dim)
         cov = spd_matrix("cov", cov, self.dim, allow_singular=True)
         return replace(self, grad_noise_cov=cov, spec=self._modified("with_gradient_noise", cov=cov))
@@ -311,9 +313,11 @@ class Target:
             raise NotImplementedError(f"target {self.name!r} has an exact gradient only (no stochastic_grad_u)")
         theta = np.ascontiguousarray(theta, dtype=np.float64)
         if theta.shape != (self.dim,):
-            raise ValueError(f"theta must have shape ({self.dim},), got {theta.shape}")
+            raise ParameterError("theta", f"theta must have shape ({self.dim},), got {theta.shape}")
         if not isinstance(rng, np.random.Generator) or not isinstance(rng.bit_generator, np.random.PCG64):
-            raise TypeError(f"rng must be a numpy.random.Generator with a PCG64 bit generator, got {rng!r:.80}")
+            raise ParameterTypeError(
+                "rng", f"rng must be a numpy.random.Generator with a PCG64 bit generator, got {rng!r:.80}"
+            )
         work = self.new_workspace() if work is None else self.check_workspace(work)
         out = np.empty((int(n_draws), self.dim))
         state = _rng.state_of(rng)

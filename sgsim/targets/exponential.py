@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from .._jit import jit
-from .._validate import finite_array
+from .._validate import ParameterError, finite_array
 from ._base import Target, factory
 
 
@@ -79,9 +79,9 @@ def exponential_mixture(rates=(1.5, 0.5), weights=(1 / 3, 2 / 3)) -> Target:
     lam = finite_array("rates", rates)
     pi = finite_array("weights", weights, lam.shape)
     if lam.ndim != 1 or np.any(lam <= 0):
-        raise ValueError("rates must be a 1-D array of values > 0")
+        raise ParameterError("rates", "rates must be a 1-D array of values > 0")
     if np.any(pi <= 0):
-        raise ValueError("weights must be > 0")
+        raise ParameterError("weights", "weights must be > 0")
     pi = pi / pi.sum()
     euler = 0.5772156649015329
     mu_i = -euler - np.log(lam)

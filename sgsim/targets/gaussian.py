@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .._jit import jit
-from .._validate import finite_array, spd_matrix
+from .._validate import ParameterError, finite_array, spd_matrix
 from ._base import Target, factory
 
 
@@ -92,5 +92,5 @@ def linear_gaussian(precision, shift=None, grad_noise_cov=None, *, name="linear_
 def standard_gaussian(dim: int = 2) -> Target:
     """``N(0, I_d)``: the linear-Gaussian oracle with ``P = I``, ``b = 0``."""
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"dim must be an int >= 1, got {dim!r}")
+        raise ParameterError("dim", f"dim must be an int >= 1, got {dim!r}")
     return linear_gaussian(np.eye(dim), name="standard_gaussian")

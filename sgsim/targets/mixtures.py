@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from .._jit import jit
-from .._validate import finite_array
+from .._validate import ParameterError, finite_array
 from ._base import Target, factory
 
 _SKIP = -40.0
@@ -162,17 +162,17 @@ def gaussian_mixture(means, variance, weights=None, *, name="gaussian_mixture", 
     """
     means = finite_array("means", means)
     if means.ndim != 2 or means.shape[0] < 1 or means.shape[1] < 1:
-        raise ValueError(f"means must have shape (n_components, d), got {means.shape}")
+        raise ParameterError("means", f"means must have shape (n_components, d), got {means.shape}")
     k, d = means.shape
     var = finite_array("variance", np.broadcast_to(np.asarray(variance, float), (k,)))
     if np.any(var <= 0):
-        raise ValueError("variance must be > 0 for every component")
+        raise ParameterError("variance", "variance must be > 0 for every component")
     if weights is None:
         w = np.full(k, 1.0 / k)
     else:
         w = finite_array("weights", weights, (k,))
         if np.any(w <= 0):
-            raise ValueError("weights must be > 0")
+            raise ParameterError("weights", "weights must be > 0")
         w = w / w.sum()
     log_norm = np.log(w) - 0.5 * d * np.log(2 * np.pi * var)
     half_prec = 0.5 / var

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._jit import jit
-from .._validate import ParameterError, boolean, finite_array, integer, positive_float
+from .._validate import ParameterError, ParameterTypeError, boolean, finite_array, integer, positive_float
 from ..datasets import load, standardise_features
 from ..rng import integers
 from ._base import Target, TargetExtras, factory
@@ -219,7 +219,7 @@ def noise_factor(n_data: int, batch_size: int, replace: bool) -> float:
     if replace:
         return 1.0
     if batch_size > n_data:
-        raise ValueError(f"batch_size ({batch_size}) exceeds the number of data points ({n_data})")
+        raise ParameterError("batch_size", f"batch_size ({batch_size}) exceeds the number of data points ({n_data})")
     return (n_data - batch_size) / (n_data - 1) if n_data > 1 else 0.0
 
 
@@ -272,12 +272,12 @@ def data_target(
     """
     X = np.ascontiguousarray(finite_array("X", X))
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-        raise ValueError(f"X must have shape (N, d) with N, d >= 1, got {X.shape}")
+        raise ParameterError("X", f"X must have shape (N, d) with N, d >= 1, got {X.shape}")
     n_data, d = X.shape
     y = np.ascontiguousarray(finite_array("y", y, (n_data,)))
     prec = np.ascontiguousarray(np.broadcast_to(finite_array("prior_precision", prior_precision), (d,)), np.float64)
     if not np.all(prec > 0):
-        raise ValueError("prior_precision must be > 0 (a proper Gaussian prior)")
+        raise ParameterError("prior_precision", "prior_precision must be > 0 (a proper Gaussian prior)")
     mean = np.zeros(d) if prior_mean is None else np.ascontiguousarray(finite_array("prior_mean", prior_mean, (d,)))
     lik = np.zeros(0) if lik_params is None else np.ascontiguousarray(finite_array("lik_params", lik_params).ravel())
     replace = boolean("replace", replace)
@@ -378,10 +378,10 @@ def logistic_regression(
         raise ParameterError("X", "logistic_regression needs X and y, or a shipped dataset name")
     X = finite_array("X", X)
     if X.ndim != 2:
-        raise ValueError(f"X must have shape (N, p), got {X.shape}")
+        raise ParameterError("X", f"X must have shape (N, p), got {X.shape}")
     y = finite_array("y", y, (X.shape[0],))
     if not np.all((y == 0) | (y == 1)):
-        raise ValueError("y must contain only the labels 0 and 1")
+        raise ParameterError("y", "y must contain only the labels 0 and 1")
     prior_scale = positive_float("prior_scale", prior_scale)
     extras = TargetExtras(standardised=bool(standardise), intercept=bool(intercept), prior_scale=prior_scale)
     if dataset is not None:
@@ -410,7 +410,9 @@ def logistic_regression(
 def _family(target: Target) -> Likelihood:
     family = target.extras.get("family")
     if not isinstance(family, Likelihood):
-        raise TypeError(f"target {target.name!r} is not a data-backed target (sgsim.targets.regression)")
+        raise ParameterTypeError(
+            "target", f"target {target.name!r} is not a data-backed target (sgsim.targets.regression)"
+        )
     return family
 
 
