@@ -1,27 +1,41 @@
-"""Speed of ``sgsim.sample`` on the 25-Gaussian mixture, against plain NumPy, in one run.
+"""Speed of ``sgsim.sample`` through the public API, with references timed in the same run.
 
-Measures nanoseconds per step per chain through the public API for SGLD and SGHMC with 4
-and 1000 chains: the whole ``sgsim.sample`` call (end to end: validation, schedule,
-generators, sampling, InferenceData) and the sampling loop alone
-(``result.attrs["sampling_time_s"]``). Compilation is timed apart, on a tiny warm-up call.
-A plain NumPy implementation vectorised over chains runs the same dynamics in the same
-process, and the ratio of the two is printed.
+Workload (the hand-tuned reference's, so that figures can be set side by side): SGLD and
+SGHMC (friction 0.1) on the 25-Gaussian mixture, step sizes the first N values of the
+cyclical schedule ``alpha_0 = 0.09``, ``M = 30``, ``K = 50,000``, every chain from (0, 0),
+only the final state kept (``storage="final"``; an sgsim without storage modes keeps the
+last draw with ``burn_in = N - 1``). Chain counts and steps: 4 x 50,000, 1000 x 5,000,
+100,000 x 1,000 (about 5e6 chain-steps each), then 10,000 x 200 (short runs must cost what
+long runs cost per step) and 1,000,000 x 10 (end to end, seconds).
 
-    python benchmarks/bench_sampling.py                 # about a minute on 2 cores
-    python benchmarks/bench_sampling.py --json out.json --reps 9
+Measured, in nanoseconds per step per chain (median and min over ``--reps`` runs, the
+configurations interleaved round by round): the whole ``sgsim.sample`` call ("end to end")
+and its sampling loop (``attrs["sampling_time_s"]``). Compilation is timed apart, on a tiny
+first call. In the same process: a plain NumPy implementation vectorised over chains, and,
+when JAX is installed (``pip install "sgsim[bench]"``), JAX's vmap + scan in float32 and
+float64 (``benchmarks/jax_reference.py``). Also SVGD's milliseconds per iteration on the
+3x3 mixture at L = 100 and 1000, median heuristic and fixed bandwidth, 1 and 2 threads.
 
-This is a measurement, never a test: nothing here asserts.
+    python benchmarks/bench_sampling.py                  # about 3 minutes on 2 cores
+    python benchmarks/bench_sampling.py --quick          # a smoke test
+    python benchmarks/bench_sampling.py --json out.json --sections chains,svgd
+
+Run it under an older checkout (``PYTHONPATH=/path/to/old`` so that ``import sgsim`` finds
+it) to time that version with the same workload. This is a measurement, never a test.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -32,40 +46,56 @@ import arviz  # noqa: E402,F401  (imported before timing: the first sample() wou
 import sgsim  # noqa: E402
 
 IMPORT_S = time.perf_counter() - T0
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-# the dynamics being timed; SGLD's step size is the paper's initial one ([cSG] §5.1)
-METHODS = {
-    "sgld": {"step_size": 0.05},
-    "sghmc": {"step_size": 0.01, "friction": 0.1},
-}
-# (n_chains, sgsim steps, NumPy steps): the NumPy loop costs the same per step at any
-# length, so it runs fewer steps to keep the whole benchmark short
-SIZES = [(4, 50_000, 10_000), (1000, 5_000, 500)]
-# the issue's targets for SGLD end to end on the 2-core machine, ns per step per chain
-TARGETS_NS = {("sgld", 4): 150.0, ("sgld", 1000): 100.0}
+A0, M_CYCLES, K_STEPS, FRICTION = 0.09, 30, 50_000, 0.1
+CHAIN_SIZES = [(4, 50_000), (1000, 5_000), (100_000, 1_000)]
+EXTRA_SIZES = [(10_000, 200), (1_000_000, 10)]
+HAS_STORAGE = "storage" in sgsim.sample.__code__.co_varnames
 
 
-# ----------------------------------------------------------------------------- NumPy baseline
+def step_sizes(n: int) -> np.ndarray:
+    """The first ``n`` step sizes of the cyclical schedule (alpha_0 = 0.09, M = 30, K = 50,000)."""
+    length = math.ceil(K_STEPS / M_CYCLES)
+    k = np.arange(n)
+    return A0 / 2 * (np.cos(np.pi * (k % length) / length) + 1)
+
+
+def schedule(n: int):
+    alpha = step_sizes(n)
+    ones = np.ones(n)
+    try:
+        return sgsim.schedules.Schedule(alpha, ones)
+    except TypeError:  # the first version's Schedule took every array
+        return sgsim.schedules.Schedule(
+            step_size=alpha, temperature=ones, stage=np.ones(n, np.int8), cycle=np.zeros(n, np.int32),
+            collect=np.ones(n, bool), description={"schedule": "benchmark"},
+        )  # fmt: skip
+
+
+def run_sgsim(target, method, n_chains, n_steps, seed=0):
+    sched = schedule(n_steps)
+    kw = {"friction": FRICTION} if method == "sghmc" else {}
+    kw.update({"storage": "final"} if HAS_STORAGE else {"burn_in": n_steps - 1})
+    t = time.perf_counter()
+    result = sgsim.sample(target, method, schedule=sched, n_chains=n_chains, init=np.zeros(2), seed=seed, **kw)
+    wall = time.perf_counter() - t
+    return wall, float(result.attrs["sampling_time_s"]), np.asarray(result.posterior["theta"].values[:, -1])
+
+
+# ----------------------------------------------------------------------------- NumPy reference
 
 
 class NumpyMixture:
-    """Plain NumPy SGLD / SGHMC on an isotropic Gaussian mixture, vectorised over chains.
-
-    Built from the target's public description (centres, variances, weights). The
-    exponents use the expanded form ``c_j + x . l_j - h_j |x|^2`` so that one matrix
-    product gives all of them; the standard normals are drawn in bulk, ``block`` steps at
-    a time, with a :class:`numpy.random.Generator`.
-    """
+    """Plain NumPy SGLD / SGHMC on an isotropic Gaussian mixture, vectorised over chains."""
 
     def __init__(self, target):
         mu = np.asarray(target.mode_centres, float)
         var = np.asarray(target.extras["variance"], float)
         w = np.asarray(target.extras["weights"], float)
-        d = mu.shape[1]
-        self.mu = mu
-        self.h = 0.5 / var
+        self.mu, self.h = mu, 0.5 / var
         self.lin_t = (2.0 * self.h[:, None] * mu).T.copy()
-        self.const = np.log(w) - 0.5 * d * np.log(2 * np.pi * var) - self.h * np.einsum("kd,kd->k", mu, mu)
+        self.const = np.log(w) - mu.shape[1] / 2 * np.log(2 * np.pi * var) - self.h * np.einsum("kd,kd->k", mu, mu)
         self.two_h = 2.0 * self.h
 
     def grad_u(self, x):
@@ -79,24 +109,20 @@ class NumpyMixture:
         e *= self.two_h
         return e.sum(axis=1)[:, None] * x - e @ self.mu
 
-    def run(self, method, x0, n_steps, step_size, friction=0.1, temperature=1.0, seed=0, block=1000):
+    def run(self, method, n_chains, alpha, seed=0, block=1000):
         rng = np.random.default_rng(seed)
-        x = x0.copy()
-        v = np.zeros_like(x)
-        out = np.empty((n_steps,) + x.shape)
+        x, v = np.zeros((n_chains, 2)), np.zeros((n_chains, 2))
         hmc = method == "sghmc"
-        sd = np.sqrt(2.0 * (friction if hmc else 1.0) * step_size * temperature)
-        for b0 in range(0, n_steps, block):
-            xi = rng.standard_normal((min(block, n_steps - b0),) + x.shape)
-            xi *= sd
-            for k in range(xi.shape[0]):
+        for b0 in range(0, alpha.size, block):
+            a = alpha[b0 : b0 + block]
+            xi = rng.standard_normal((a.size, n_chains, 2)) * np.sqrt(2 * (FRICTION if hmc else 1.0) * a)[:, None, None]
+            for k in range(a.size):
                 if hmc:
                     x += v
-                    v = (1.0 - friction) * v - step_size * self.grad_u(x) + xi[k]
+                    v = (1 - FRICTION) * v - a[k] * self.grad_u(x) + xi[k]
                 else:
-                    x = x - step_size * self.grad_u(x) + xi[k]
-                out[b0 + k] = x
-        return out
+                    x = x - a[k] * self.grad_u(x) + xi[k]
+        return x
 
 
 # ----------------------------------------------------------------------------- machine
@@ -105,12 +131,9 @@ class NumpyMixture:
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+            return next(ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown"
 
 
 @numba.njit(nogil=True)
@@ -122,15 +145,11 @@ def _spin(n):
 
 
 def parallel_probe(n=20_000_000) -> float:
-    """Work done by two threads per unit of time, relative to one: 2 on two free cores.
-
-    These machines share their cores; when a neighbour is busy the second thread gains
-    little, and every multi-threaded figure below drops with it.
-    """
+    """Work two threads get done per unit of time relative to one: 2.0 when both cores are free."""
     _spin(10)
 
-    def wall(threads):
-        ts = [threading.Thread(target=_spin, args=(n,)) for _ in range(threads)]
+    def wall(k):
+        ts = [threading.Thread(target=_spin, args=(n,)) for _ in range(k)]
         t = time.perf_counter()
         for th in ts:
             th.start()
@@ -138,14 +157,11 @@ def parallel_probe(n=20_000_000) -> float:
             th.join()
         return time.perf_counter() - t
 
-    one = min(wall(1) for _ in range(3))
-    two = min(wall(2) for _ in range(3))
-    return 2.0 * one / two
+    return 2.0 * min(wall(1) for _ in range(3)) / min(wall(2) for _ in range(3))
 
 
 def machine() -> dict:
     return {
-        "platform": platform.platform(),
         "cpu": cpu_model(),
         "os_cpu_count": os.cpu_count(),
         "numba_threads": numba.get_num_threads(),
@@ -153,134 +169,159 @@ def machine() -> dict:
         "numpy": np.__version__,
         "numba": numba.__version__,
         "sgsim": sgsim.__version__,
+        "sgsim_path": str(Path(sgsim.__file__).parent),
     }
 
 
-# ----------------------------------------------------------------------------- timing
+def ns(values, per) -> dict:
+    v = [x / per * 1e9 for x in values]
+    return {"median": statistics.median(v), "min": min(v), "all": v}
 
 
-def time_sample(target, method, n_chains, n_steps, seed):
-    t = time.perf_counter()
-    result = sgsim.sample(target, method, n_steps, n_chains=n_chains, seed=seed, **METHODS[method])
-    wall = time.perf_counter() - t
-    loop = result.attrs["sampling_time_s"]
-    return wall, loop
+# ----------------------------------------------------------------------------- sections
 
 
-def compile_times(target) -> dict:
-    """Seconds of the first tiny call beyond a second one (numba compiles on first use)."""
-    out = {}
-    for method in METHODS:
-        first, _ = time_sample(target, method, 2, 10, 0)
-        again, _ = time_sample(target, method, 2, 10, 0)
-        out[method] = first - again
+def chains_section(reps: int, sizes, extra, jax_reps: int) -> dict:
+    target = sgsim.targets.mixture_25()
+    compile_s = {}
+    for method in ("sgld", "sghmc"):
+        first = run_sgsim(target, method, 2, 10)[0]
+        compile_s[method] = first - run_sgsim(target, method, 2, 10)[0]
+    raw: dict = {}
+    for rep in range(reps):  # rounds interleave the configurations
+        for method in ("sgld", "sghmc"):
+            for n_chains, n_steps in sizes + extra:
+                if n_chains * n_steps > 2e7 and rep >= max(1, reps // 2):
+                    continue  # the largest runs take long; fewer rounds suffice
+                wall, loop, final = run_sgsim(target, method, n_chains, n_steps, seed=rep)
+                entry = raw.setdefault((method, n_chains, n_steps), {"wall": [], "loop": []})
+                entry["wall"].append(wall)
+                entry["loop"].append(loop)
+                entry["finite"] = bool(np.all(np.isfinite(final)))
+    rows = []
+    numpy_ref = NumpyMixture(target)
+    for (method, n_chains, n_steps), e in raw.items():
+        row = {
+            "method": method,
+            "n_chains": n_chains,
+            "n_steps": n_steps,
+            "end_to_end_ns": ns(e["wall"], n_chains * n_steps),
+            "loop_ns": ns(e["loop"], n_chains * n_steps),
+            "end_to_end_s": statistics.median(e["wall"]),
+            "finite": e["finite"],
+        }
+        if (n_chains, n_steps) in sizes and n_chains <= 1000:
+            np_steps = max(200, n_steps // 10)
+            t = time.perf_counter()
+            numpy_ref.run(method, n_chains, step_sizes(np_steps))
+            row["numpy_ns"] = (time.perf_counter() - t) / (n_chains * np_steps) * 1e9
+        rows.append(row)
+    out = {"compile_s": compile_s, "rows": rows, "jax": []}
+    try:
+        import jax_reference
+    except ImportError:  # pragma: no cover - the module ships beside this script
+        jax_reference = None
+    if jax_reference is not None and jax_reference.available() and jax_reps > 0:
+        for dtype in ("float32", "float64"):
+            for method in ("sgld", "sghmc"):
+                for n_chains, n_steps in sizes + extra[:1]:
+                    r = jax_reference.time_run(method, n_chains, step_sizes(n_steps), dtype=dtype, reps=jax_reps)
+                    r.pop("final_states", None)
+                    out["jax"].append(r)
     return out
 
 
-def summary(values, per):
-    ns = [v / per * 1e9 for v in values]
-    return {"median": statistics.median(ns), "min": min(ns), "all": ns}
+def svgd_section(reps: int, sizes=(100, 1000)) -> dict:
+    target = sgsim.targets.mixture_3x3()
+    rows = []
+    for n_part in sizes:
+        z0 = np.random.default_rng(0).uniform(-4.0, 4.0, (n_part, 2))
+        n_iter = 200 if n_part <= 100 else 30
+        for bandwidth in ("median", 1.0):
+            for threads in (1, 2):
+                kw = dict(n_particles=n_part, init=z0, step_size=0.05, bandwidth=bandwidth, seed=0, n_threads=threads)
+                sgsim.sample(target, "svgd", 2, storage="final", **kw)  # compile
+                times = []
+                for _ in range(reps):
+                    r = sgsim.sample(target, "svgd", n_iter, storage="final", **kw)
+                    times.append(r.attrs["sampling_time_s"] / n_iter * 1e3)
+                rows.append({
+                    "n_particles": n_part, "bandwidth": bandwidth, "threads": threads,
+                    "ms_per_iteration": {"median": statistics.median(times), "min": min(times)},
+                })  # fmt: skip
+    return {"rows": rows}
 
 
-def run(reps: int, numpy_reps: int, sizes) -> dict:
-    target = sgsim.targets.mixture_25()
-    baseline = NumpyMixture(target)
-    check = np.random.default_rng(0).uniform(-6, 6, (1000, 2))
-    grad_error = float(np.max(np.abs(baseline.grad_u(check) - target.gradient(check))))
+# ----------------------------------------------------------------------------- report
 
-    report = {
-        "machine": machine(),
-        "import_s": IMPORT_S,
-        "parallel_probe_before": parallel_probe(),
-        "compile_s": compile_times(target),
-        "numpy_grad_max_abs_diff": grad_error,
-        "settings": {"target": "mixture_25", "methods": METHODS, "reps": reps, "numpy_reps": numpy_reps},
-        "results": [],
-    }
-    raw = {}
-    # rounds interleave the configurations, so that a slow spell of the machine hits all
-    for rep in range(reps):
-        for method in METHODS:
-            for n_chains, n_steps, np_steps in sizes:
-                wall, loop = time_sample(target, method, n_chains, n_steps, seed=rep)
-                entry = raw.setdefault((method, n_chains), {"wall": [], "loop": [], "numpy": []})
-                entry["wall"].append(wall)
-                entry["loop"].append(loop)
-                if rep < numpy_reps:
-                    x0 = np.random.default_rng(rep).uniform(-10, 10, (n_chains, 2))
-                    t = time.perf_counter()
-                    baseline.run(method, x0, np_steps, seed=rep, **METHODS[method])
-                    entry["numpy"].append(time.perf_counter() - t)
-    for n_chains, n_steps, np_steps in sizes:
-        for method in METHODS:
-            entry = raw[(method, n_chains)]
-            per = n_chains * n_steps
-            row = {
-                "method": method,
-                "n_chains": n_chains,
-                "n_steps": n_steps,
-                "end_to_end_ns": summary(entry["wall"], per),
-                "loop_ns": summary(entry["loop"], per),
-                "numpy_n_steps": np_steps,
-                "numpy_ns": summary(entry["numpy"], n_chains * np_steps),
-                # the targets are for the default lengths; short runs are dominated by fixed costs
-                "target_ns": TARGETS_NS.get((method, n_chains)) if sizes == SIZES else None,
-            }
-            row["numpy_over_end_to_end"] = row["numpy_ns"]["median"] / row["end_to_end_ns"]["median"]
-            report["results"].append(row)
-    report["parallel_probe_after"] = parallel_probe()
-    return report
+
+TARGETS = "within 1.3x of the best hand-tuned kernel (SGLD 40 / 27 / 27, SGHMC 35 / 27 / 26 ns measured here)"
 
 
 def markdown(report) -> str:
     m = report["machine"]
     lines = [
-        f"sgsim {m['sgsim']} | {m['cpu']} | os.cpu_count() = {m['os_cpu_count']} | "
-        f"numba threads = {m['numba_threads']} | numpy {m['numpy']}, numba {m['numba']}, Python {m['python']}",
-        f"parallel probe (2 = two free cores): {report['parallel_probe_before']:.2f} before, "
-        f"{report['parallel_probe_after']:.2f} after",
-        "compile (first call beyond a second one): "
-        + ", ".join(f"{k} {v:.2f} s" for k, v in report["compile_s"].items())
-        + f"; import of sgsim and arviz {report['import_s']:.2f} s",
-        "",
-        "ns per step per chain, median (min) over "
-        f"{report['settings']['reps']} runs; NumPy over {report['settings']['numpy_reps']}",
-        "",
-        "| method | chains | steps | end to end | sampling loop | NumPy | NumPy / end to end | target |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"sgsim {m['sgsim']} ({m['sgsim_path']}) | {m['cpu']} | {m['os_cpu_count']} CPUs | numba threads "
+        f"{m['numba_threads']} | numpy {m['numpy']}, numba {m['numba']}, Python {m['python']}",
+        f"parallel probe (2 = two free cores): {report['probe_before']:.2f} before, {report['probe_after']:.2f} after;"
+        f" import of sgsim and arviz {report['import_s']:.2f} s",
     ]
-    for r in report["results"]:
-        e, lo, nu = r["end_to_end_ns"], r["loop_ns"], r["numpy_ns"]
-        target = ""
-        if r["target_ns"] is not None:
-            target = f"<= {r['target_ns']:.0f}: {'met' if e['median'] <= r['target_ns'] else 'NOT met'}"
-        lines.append(
-            f"| {r['method']} | {r['n_chains']} | {r['n_steps']} | {e['median']:.0f} ({e['min']:.0f}) | "
-            f"{lo['median']:.0f} ({lo['min']:.0f}) | {nu['median']:.0f} ({nu['min']:.0f}) | "
-            f"{r['numpy_over_end_to_end']:.1f}x | {target} |"
-        )
-    lines.append("")
-    lines.append(f"NumPy baseline gradient vs sgsim's: max abs difference {report['numpy_grad_max_abs_diff']:.1e}")
+    if "chains" in report:
+        c = report["chains"]
+        lines += [
+            "",
+            "compile (first tiny call beyond a second): "
+            + ", ".join(f"{k} {v:.2f} s" for k, v in c["compile_s"].items()),
+            "",
+            "| method | chains | steps | end to end ns | loop ns | end to end s | NumPy ns |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in c["rows"]:
+            e, lo = r["end_to_end_ns"], r["loop_ns"]
+            npy = f"{r['numpy_ns']:.0f}" if "numpy_ns" in r else ""
+            lines.append(
+                f"| {r['method']} | {r['n_chains']:,} | {r['n_steps']:,} | {e['median']:.1f} ({e['min']:.1f}) | "
+                f"{lo['median']:.1f} ({lo['min']:.1f}) | {r['end_to_end_s']:.2f} | {npy} |"
+            )
+        if c["jax"]:
+            lines += ["", "| JAX | dtype | chains | steps | ns (min) | compile s |", "|---|---|---:|---:|---:|---:|"]
+            for r in c["jax"]:
+                lines.append(
+                    f"| {r['method']} | {r['dtype']} | {r['n_chains']:,} | {r['n_steps']:,} | "
+                    f"{r['ns_per_step_per_chain_median']:.1f} ({r['ns_per_step_per_chain_min']:.1f}) | "
+                    f"{r['compile_s']:.2f} |"
+                )
+    if "svgd" in report:
+        lines += ["", "| SVGD particles | bandwidth | threads | ms / iteration (min) |", "|---:|---|---:|---:|"]
+        for r in report["svgd"]["rows"]:
+            t = r["ms_per_iteration"]
+            lines.append(
+                f"| {r['n_particles']} | {r['bandwidth']} | {r['threads']} | {t['median']:.3f} ({t['min']:.3f}) |"
+            )
     return "\n".join(lines)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    parser.add_argument("--reps", type=int, default=7, help="runs of each sgsim configuration (default 7)")
-    parser.add_argument("--numpy-reps", type=int, default=3, help="runs of the NumPy baseline (default 3)")
-    parser.add_argument("--quick", action="store_true", help="one tenth of the steps, 2 runs: a smoke test")
+    parser.add_argument("--reps", type=int, default=5, help="timed runs of each configuration (default 5)")
+    parser.add_argument("--jax-reps", type=int, default=3, help="timed runs of each JAX configuration (0: skip)")
+    parser.add_argument("--sections", default="chains,svgd", help="comma-separated: chains, svgd")
+    parser.add_argument("--quick", action="store_true", help="small sizes, 2 runs: a smoke test")
     args = parser.parse_args(argv)
-    sizes = SIZES
-    reps, numpy_reps = args.reps, min(args.numpy_reps, args.reps)
+    sections = {s.strip() for s in args.sections.split(",")}
+    sizes, extra, reps = CHAIN_SIZES, EXTRA_SIZES, args.reps
     if args.quick:
-        sizes = [(c, s // 10, n // 10) for c, s, n in SIZES]
-        reps, numpy_reps = 2, 1
-    report = run(reps, numpy_reps, sizes)
+        sizes, extra, reps = [(4, 2000), (1000, 200)], [(10_000, 20)], 2
+    report = {"machine": machine(), "import_s": IMPORT_S, "probe_before": parallel_probe()}
+    if "chains" in sections:
+        report["chains"] = chains_section(reps, sizes, extra, 0 if args.quick else args.jax_reps)
+    if "svgd" in sections and hasattr(sgsim.sample, "__code__") and "n_particles" in sgsim.sample.__code__.co_varnames:
+        report["svgd"] = svgd_section(reps, (30,) if args.quick else (100, 1000))
+    report["probe_after"] = parallel_probe()
     print(markdown(report))
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(report, fh, indent=2)
+        Path(args.json).write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

@@ -25,12 +25,23 @@ __all__ = [
 ]
 
 
+def _needs_draws(draws, what: str) -> None:
+    if hasattr(draws, "groups") and "posterior" not in draws.groups():
+        kept = "running moments" if "moments" in draws.groups() else "no draws"
+        raise ValueError(
+            f"{what} needs draws, and this result holds {kept} (storage={draws.attrs.get('storage', '?')!r}); "
+            "run with storage='draws' (or 'final' for the final states)"
+        )
+
+
 def draws_array(draws, var_name: str = "theta") -> np.ndarray:
-    """Return draws as an array of shape ``(chain, draw, d)``.
+    """Return draws as an array of shape ``(chain, draw, d)`` (``(chain, draw, particle, d)`` for ensembles).
 
     Accepts an InferenceData from :func:`sgsim.sample`, or an array of shape
-    ``(n, d)`` (taken as one chain) or ``(chain, draw, d)``.
+    ``(n, d)`` (taken as one chain) or ``(chain, draw, d)``. A result that kept only
+    running moments (``storage="moments"``) has no draws: that raises, saying so.
     """
+    _needs_draws(draws, "this diagnostic")
     if hasattr(draws, "posterior"):
         return np.asarray(draws.posterior[var_name].values, dtype=np.float64)
     arr = np.asarray(draws, dtype=np.float64)
@@ -137,6 +148,9 @@ def expected_mode_coverage(n_draws: int, n_modes: int, ball_prob: float, thresho
 def moment_errors(draws, target) -> dict:
     """Errors of the pooled first and second moments against the target's exact ones.
 
+    Works on draws, and on a result that kept only running moments (``storage="moments"``):
+    the chains' means and covariances are pooled, weighted by their numbers of draws.
+
     Returns
     -------
     dict
@@ -145,9 +159,24 @@ def moment_errors(draws, target) -> dict:
     """
     if target.mean is None or target.second_moment is None:
         raise ValueError(f"target {target.name!r} has no exact moments")
-    x = _pooled(draws)
-    mean = x.mean(0)
-    second = x.T @ x / x.shape[0]
+    if hasattr(draws, "groups") and "moments" in draws.groups():
+        # pooled from the running moments of each chain (and particle) of storage="moments"
+        m = draws["moments"]
+        d = m["theta_mean"].shape[-1]
+        mu = m["theta_mean"].values.reshape(-1, d)
+        cov = m["theta_cov"].values.reshape(-1, d, d)
+        lead = m["theta_mean"].shape[:-1]  # (chain,) or (chain, particle)
+        counts = m["n_draws"].values.reshape((-1,) + (1,) * (len(lead) - 1))
+        n = np.broadcast_to(counts, lead).reshape(-1).astype(float)
+        ok = np.all(np.isfinite(mu), axis=1) & (n > 0)
+        mu, cov, n = mu[ok], cov[ok], n[ok]
+        mean = n @ mu / n.sum()
+        scatter = cov * ((n - 1) / n)[:, None, None] + np.einsum("ci,cj->cij", mu, mu)
+        second = np.einsum("c,cij->ij", n, scatter) / n.sum()
+    else:
+        x = _pooled(draws)
+        mean = x.mean(0)
+        second = x.T @ x / x.shape[0]
     return {
         "mean": mean,
         "second_moment": second,
@@ -159,6 +188,7 @@ def moment_errors(draws, target) -> dict:
 def _dataset(draws, var_name="theta"):
     import arviz as az
 
+    _needs_draws(draws, "ESS and R-hat")
     if hasattr(draws, "posterior"):
         return draws
     arr = draws_array(draws, var_name)

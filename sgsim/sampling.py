@@ -55,7 +55,7 @@ __all__ = ["sample", "replay", "DivergenceError", "Run", "prepare", "run_chain"]
 
 _BLOCK_STEPS = 10_000
 #: ensembles of at least this many particles run their particle loops on numba's threads
-PARALLEL_PARTICLES = 64
+PARALLEL_PARTICLES = 128
 
 
 class DivergenceError(FloatingPointError):
@@ -321,6 +321,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
     chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
     consts = alg.constants(run.options)
+    per_replica = run.n_particles if run.interacting else 1
     no_inj = np.zeros((n_rep, 0) + run.member_shape)
     pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
     block_steps = max(1, min(_BLOCK_STEPS, (1 << 22) // max(1, d)))
@@ -335,10 +336,12 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
                 inj = no_inj if injected is None else injected[:, k0:k1]
 
                 def advance(c0, c1, alpha=alpha, noise=noise, store=store, inj=inj, k0=k0):
+                    # running moments are kept per chain, or per particle of each ensemble
+                    m0, m1 = c0 * per_replica, c1 * per_replica
                     args = (
                         buf.state[c0:c1], buf.rngs[c0:c1], buf.works[c0:c1], buf.failed[c0:c1],
                         target.grad_u, target.stochastic_grad_u, target.params, alpha, consts, noise, k0, store,
-                        buf.out[c0:c1], buf.count[c0:c1], buf.mean[c0:c1], buf.m2[c0:c1], inj[c0:c1],
+                        buf.out[c0:c1], buf.count[m0:m1], buf.mean[m0:m1], buf.m2[m0:m1], inj[c0:c1],
                     )  # fmt: skip
                     if run.interacting:
                         loop(*args, buf.stats_out[c0:c1])
@@ -396,13 +399,15 @@ def run_chain(run: Run, state, gen, out, k0=0, k1=None, injected=None, work=None
     tgt = run.target
     work = tgt.new_workspace() if work is None else tgt.check_workspace(work)
     if gen is None and tgt.stochastic_grad_u is not None:
-        raise TypeError(f"target {tgt.name!r} draws minibatches from the chain's generator: gen must be given")
+        raise ParameterTypeError(
+            "gen", f"target {tgt.name!r} draws minibatches from the chain's generator: gen must be given"
+        )
     d = tgt.dim
     inj = None
     if injected is not None:
         injected = np.ascontiguousarray(injected, dtype=np.float64)
         if injected.shape != (run.schedule.n_steps, d):
-            raise ValueError(f"injected must have shape ({run.schedule.n_steps}, {d})")
+            raise ParameterError("injected", f"injected must have shape ({run.schedule.n_steps}, {d})")
         inj = injected[None]
     st = _rng.state_of(gen) if gen is not None else np.zeros(_rng.STATE_WORDS, np.uint64)
     buf = _allocate(run, 1, [np.asarray(s)[None] for s in state], st[None].copy())

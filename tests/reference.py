@@ -159,3 +159,31 @@ def sghmc(grad, theta0, v0, alpha, temp, v, xi, friction, gamma_hat=0.0, correct
         path[k] = theta
         vpath[k] = vel
     return path, vpath
+
+
+# ----------------------------------------------------------------------------- interacting particles
+
+
+def svgd(grad, Z0, eps, bandwidth=None, normalise=True):
+    """All iterates of SVGD, shape (K, L, d), and the bandwidth of each step, (K,).
+
+    ``Z <- Z + eps_k phi(Z)``, ``phi_i = c sum_j [k_ij (-grad U(z_j)) + (2/h)(z_i - z_j) k_ij]``,
+    ``k_ij = exp(-|z_i - z_j|^2 / h)``, ``c = 1/L`` or 1; ``h`` fixed, or the median of the
+    pairwise squared distances over ``log L`` at every step. ``grad`` maps (L, d) -> (L, d).
+    """
+    Z = np.array(Z0, float)
+    n = Z.shape[0]
+    path = np.empty((len(eps),) + Z.shape)
+    hs = np.empty(len(eps))
+    for k in range(len(eps)):
+        diff = Z[:, None, :] - Z[None, :, :]  # z_i - z_j
+        d2 = np.sum(diff**2, axis=-1)
+        h = np.median(d2[np.triu_indices(n, 1)]) / np.log(n) if bandwidth is None else bandwidth
+        kern = np.exp(-d2 / h)
+        phi = kern @ (-grad(Z)) + (2.0 / h) * np.einsum("ij,ijk->ik", kern, diff)
+        if normalise:
+            phi /= n
+        Z = Z + eps[k] * phi
+        path[k] = Z
+        hs[k] = h
+    return path, hs
