@@ -93,8 +93,19 @@ def test_moment_errors_of_exact_draws():
     err = D.moment_errors(x, MIX25)
     # each coordinate's mean error is N(0, 8.03 / n), so |error|^2 n / 8.03 ~ chi2_2 and
     # the bound (5 sqrt 2 SE, chi2_2 > 50) fails with probability e^-25
-    assert err["mean_error"] < 5 * math.sqrt(2 * 8.03 / x.shape[0])
-    assert_within_se(np.diag(err["second_moment"]), 8.03, (x**2).std(0) / math.sqrt(x.shape[0]))
+    bound = 5 * math.sqrt(2 * 8.03 / x.shape[0])
+    se = (x**2).std(0) / math.sqrt(x.shape[0])
+    assert err["mean_error"] < bound
+    assert_within_se(np.diag(err["second_moment"]), 8.03, se)
+    # negative controls, the same checks: draws of the inner 3x3 block of the grid only (the
+    # same mean by symmetry, but E x^2 = 8/3 + 0.03 per coordinate), and draws shifted by 0.05
+    inner = targets.gaussian_mixture(MIX25.mode_centres[np.abs(MIX25.mode_centres).max(1) < 4], 0.03)
+    y = inner.exact_draws(np.random.default_rng(3), 100_000)
+    wrong = D.moment_errors(y, MIX25)
+    with pytest.raises(AssertionError, match="second"):
+        assert_within_se(np.diag(wrong["second_moment"]), 8.03, se, what="second moment")
+    shifted = D.moment_errors(x + 0.05, MIX25)
+    assert shifted["mean_error"] > bound
 
 
 def ar1_chains(rho, n_chains=4, n=1000, seed=4):

@@ -2,8 +2,11 @@
 chains, threads or blocks; the seed used is recorded in every result."""
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 
-import numba
 import numpy as np
 import pytest
 
@@ -62,16 +65,35 @@ def test_threads_do_not_change_the_bits():
     assert_same_bits(run(5, 4, n_threads=1), run(5, 4, n_threads=2))
 
 
-def test_numba_thread_count_does_not_change_the_bits():
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = run(5, 4)
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-        two = run(5, 4)
-    finally:
-        numba.set_num_threads(before)
-    assert_same_bits(one, two)
+def test_numba_thread_count_does_not_change_the_bits(tmp_path):
+    # two numba threads are forced, so that the comparison can fail on a one-core machine too;
+    # both the chains' pool (n_threads) and numba's own thread count are varied
+    script = textwrap.dedent(
+        """
+        import sys
+        import numba
+        import numpy as np
+        import sgsim
+
+        assert numba.config.NUMBA_NUM_THREADS == 2
+        runs = []
+        for numba_threads, n_threads in [(1, 1), (2, 2), (2, 1), (1, 2)]:
+            numba.set_num_threads(numba_threads)
+            r = sgsim.sample("mixture_25", "csghmc", 200, n_chains=5, seed=5, n_threads=n_threads,
+                             step_size=0.01, n_cycles=2, explore_fraction=0.25, friction=0.2)
+            runs.append(r.posterior["theta"].values)
+        np.save(sys.argv[1], np.stack(runs))
+        """
+    )
+    out = tmp_path / "bits.npy"
+    env = {**os.environ, "NUMBA_NUM_THREADS": "2"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(out)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    runs = np.load(out)
+    assert all(np.array_equal(runs[0], other) for other in runs[1:])
+    assert np.array_equal(runs[0], theta(run(5, 5)))  # and the parent's default threads
 
 
 def test_blocking_of_steps_does_not_change_the_bits(monkeypatch):
