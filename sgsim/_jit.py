@@ -26,7 +26,7 @@ __all__ = ["jit", "is_compiled", "JIT_DISABLED"]
 
 _CACHE = os.environ.get("SGSIM_JIT_CACHE", "1") != "0"
 _FASTMATH = os.environ.get("SGSIM_FASTMATH", "0") == "1"
-JIT_DISABLED = bool(numba.config.DISABLE_JIT)
+JIT_DISABLED = bool(getattr(numba.config, "DISABLE_JIT", False))
 
 
 def jit(func=None, *, cache: bool | None = None, inline: bool = False, parallel: bool = False):
@@ -46,19 +46,15 @@ def jit(func=None, *, cache: bool | None = None, inline: bool = False, parallel:
         as plain ``range`` loops: the same function compiled both ways gives the same bits
         when every iteration writes its own outputs).
     """
-    options = dict(
+    compile_ = numba.njit(
         nogil=True,
         cache=_CACHE if cache is None else (cache and _CACHE),
         fastmath=_FASTMATH,
         error_model="numpy",
+        inline="always" if inline else "never",
+        parallel=parallel,
     )
-    if inline:
-        options["inline"] = "always"
-    if parallel:
-        options["parallel"] = True
-    if func is None:
-        return lambda f: numba.njit(**options)(f)
-    return numba.njit(**options)(func)
+    return compile_ if func is None else compile_(func)
 
 
 def is_compiled(func) -> bool:

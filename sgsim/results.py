@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -94,12 +95,12 @@ def to_inference_data(out: RunOutput):
     member = ("particle", "dim") if ensemble else ("dim",)
     if ensemble:
         coords["particle"] = np.arange(out.constants["init"].shape[1])
-    groups = {}
+    groups: dict[str, Any] = {}
     if out.theta is not None:
         draw = np.arange(origin, origin + out.theta.shape[1])
         dims = ("chain", "draw") + member
         groups["posterior"] = xr.Dataset({"theta": (dims, out.theta)}, coords={**coords, "draw": draw}, attrs=stamped)
-        stats = {}
+        stats: dict[str, tuple] = {}
         for name, value in out.draw_stats.items():
             # shared by all chains: a read-only broadcast view, not n_chains copies
             stats[name] = (("chain", "draw"), np.broadcast_to(value, (n_chains, value.shape[0])))
@@ -109,7 +110,7 @@ def to_inference_data(out: RunOutput):
         if ensemble:
             stat_coords["particle"] = coords["particle"]
         groups["sample_stats"] = xr.Dataset(stats, coords=stat_coords, attrs=stamped)
-    constant = {}
+    constant: dict[str, tuple] = {}
     for name, value in out.constants.items():
         constant[name] = (("chain",) + member[: value.ndim - 1], value)
     const_coords = {"chain": np.arange(n_chains), "dim": coords["dim"]}
@@ -133,4 +134,5 @@ def to_inference_data(out: RunOutput):
             arr = np.asarray(value)
             spec[name] = (tuple(f"{name}_{i}" for i in range(arr.ndim)), arr)
         groups["run_spec"] = xr.Dataset(spec)
-    return az.InferenceData(attrs=dict(out.attrs), **groups)
+    kwargs: dict[str, Any] = {**groups, "attrs": dict(out.attrs)}
+    return az.InferenceData(**kwargs)

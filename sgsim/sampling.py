@@ -237,7 +237,7 @@ class _Keeper:
         self.seen = 0  # collected steps at or after burn_in so far
         self.slot = 0  # next draw slot
         n = 0 if run.storage == "moments" else run.n_draws
-        self.stats = {
+        self.stats: dict[str, np.ndarray] = {
             "step_size": np.empty(n),
             "temperature": np.empty(n),
             "stage": np.empty(n, np.int8),
@@ -293,10 +293,14 @@ class _Buffers:
     stats_out: np.ndarray  # (R, n_draws, n_stats) for ensembles
 
 
+def _max_numba_threads() -> int:
+    return int(getattr(numba.config, "NUMBA_NUM_THREADS", 1))
+
+
 @contextmanager
 def _numba_threads(n: int):
     before = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+    numba.set_num_threads(max(1, min(n, _max_numba_threads())))
     try:
         yield
     finally:
@@ -310,12 +314,13 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     k_start, k_stop = (0, run.schedule.n_steps) if k_range is None else k_range
     d = target.dim
     if run.interacting:
-        parallel = run.n_particles >= PARALLEL_PARTICLES and n_threads > 1 and alg.parallel_step is not None
+        parallel = (run.n_particles or 0) >= PARALLEL_PARTICLES and n_threads > 1 and alg.parallel_step is not None
         loop = ensemble_loop(alg.parallel_step if parallel else alg.step)
         workers = 1 if parallel else min(n_threads, n_rep)
     else:
         parallel = False
-        loop = chain_loop(*alg.step)
+        move, update = alg.step if isinstance(alg.step, tuple) else (None, alg.step)
+        loop = chain_loop(move, update)
         workers = min(n_threads, n_rep)
     n_chunks = 1 if workers == 1 else min(n_rep, 4 * workers)
     bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
@@ -367,7 +372,7 @@ def _allocate(run: Run, n_rep: int, state0: list[np.ndarray], rngs: np.ndarray) 
     state = np.stack([np.asarray(s, np.float64) for s in state0], axis=1)
     state = np.ascontiguousarray(state)
     w = run.target.workspace
-    lead = (n_rep, run.n_particles) if run.interacting else (n_rep,)
+    lead = (n_rep, run.n_particles or 1) if run.interacting else (n_rep,)
     works = np.empty(lead + w.shape, np.int64)
     works[...] = w
     d = run.target.dim
@@ -556,7 +561,7 @@ def sample(
 
     def default_init():
         if run.interacting:
-            states = _rng.particle_states(seed, n_chains, run.n_particles, _rng.INIT_STREAM).reshape(
+            states = _rng.particle_states(seed, n_chains, run.n_particles or 1, _rng.INIT_STREAM).reshape(
                 -1, _rng.STATE_WORDS
             )
         else:
@@ -579,7 +584,7 @@ def sample(
         if np.any(spread == 0):
             raise ParameterError("init", "the particles of an ensemble coincide: the median bandwidth would be 0")
     if run.interacting:
-        rngs = _rng.particle_states(seed, n_chains, run.n_particles)
+        rngs = _rng.particle_states(seed, n_chains, run.n_particles or 1)
     else:
         rngs = _rng.chain_states(seed, n_chains)
     buf = _allocate(run, n_chains, state0, rngs)

@@ -500,6 +500,7 @@ def density_comparison(
     gx, gy = np.meshgrid(mid, mid, indexing="ij")
     dens = np.exp(target.log_density(np.stack([gx.ravel(), gy.ravel()], axis=1))).reshape(bins, bins)
     area = (edges[1] - edges[0]) ** 2
+    assert target.mode_centres is not None and target.mode_sd is not None  # a Gaussian mixture knows both
     p_ball = ball_probability(radius, float(target.mode_sd[0]))
     out = DensityComparison(
         setting=s,
@@ -648,6 +649,7 @@ def mode_coverage_table(
     n_parallel = integer("n_parallel", n_parallel, low=2)
     target = s.target()
     centres = target.mode_centres
+    assert centres is not None and target.mode_sd is not None  # a Gaussian mixture knows both
     p_ball = ball_probability(radius, float(target.mode_sd[0]))
     table = CoverageTable(
         setting=s,

@@ -388,7 +388,8 @@ def logistic_regression(
         extras["dataset"] = dataset
     if standardise:
         X, feature_mean, feature_scale = standardise_features(X)
-        extras.update(feature_mean=feature_mean, feature_scale=feature_scale)
+        extras["feature_mean"] = feature_mean
+        extras["feature_scale"] = feature_scale
     if intercept:
         X = np.hstack([np.ones((X.shape[0], 1)), X])
     return data_target(
