@@ -53,6 +53,9 @@ _FLAGS = {
     "hold": "--hold",
     "a": "--step-size",
     "grad_noise_cov": "--grad-noise",
+    "n_particles": "--n-particles",
+    "bandwidth": "--bandwidth",
+    "storage": "--storage",
 }
 
 
@@ -149,6 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--noise-correction", action="store_true", help="reduce the injected noise by the gradient noise (THEORY A1)"
+    )
+    run.add_argument(
+        "--n-particles", type=int, metavar="L", help="interacting methods (svgd): particles per ensemble, >= 2"
+    )
+    run.add_argument(
+        "--bandwidth", metavar="H", help="svgd: RBF bandwidth h > 0, or 'median' (default: the median heuristic)"
+    )
+    run.add_argument(
+        "--storage",
+        choices=["draws", "final", "moments"],
+        default="draws",
+        help="keep every kept draw (default), the final state only, or running means and covariances per chain",
     )
     run.add_argument("--burn-in", type=int, default=0, metavar="B", help="initial steps whose draws are dropped")
     run.add_argument("--thin", type=int, default=1, metavar="T", help="keep every T-th collected draw")
@@ -279,6 +294,11 @@ def _cmd_run(args, parser) -> int:
         value = getattr(args, name)
         if value is not None:
             options[name] = value
+    if args.bandwidth is not None:
+        try:
+            options["bandwidth"] = float(args.bandwidth)
+        except ValueError:
+            options["bandwidth"] = args.bandwidth
     try:
         target = get_target(args.target)
         if args.grad_noise is not None:
@@ -298,6 +318,8 @@ def _cmd_run(args, parser) -> int:
             n_steps,
             schedule=schedule,
             n_chains=args.n_chains,
+            n_particles=args.n_particles,
+            storage=args.storage,
             seed=args.seed,
             burn_in=args.burn_in,
             thin=args.thin,
@@ -313,20 +335,33 @@ def _cmd_run(args, parser) -> int:
 
     out = Path(args.out)
     result = write_result(idata, out / "result.nc")
-    fig = density_figure(idata, target)
-    density = atomic_savefig(fig, out / "density.png", dpi=110)
+    written = [str(result)]
+    has_draws = "posterior" in idata.groups()
+    if has_draws:
+        fig = density_figure(idata, target)
+        written.append(str(atomic_savefig(fig, out / "density.png", dpi=110)))
     wall = time.perf_counter() - t0
-    theta = idata.posterior["theta"].values
-    n_chains, n_draws = theta.shape[:2]
     seed = idata.attrs["seed"]
+    ensembles = f" of {args.n_particles} particles" if args.n_particles else ""
     lines = [
         f"sgsim {__version__}: {method.name} on {target.name} (d = {target.dim}), "
-        f"{n_chains} chain(s) x {args.n_steps:,} steps, seed {seed}",
-        f"  draws kept: {n_chains} x {n_draws:,} = {n_chains * n_draws:,} (burn-in {args.burn_in}, thin {args.thin})",
-        f"  time: sampling {idata.attrs['sampling_time_s']:.2f} s (with numba compilation on first use); "
-        f"total {wall:.2f} s",
+        f"{args.n_chains} chain(s){ensembles} x {args.n_steps:,} steps, seed {seed}",
     ]
-    if target.mode_centres is not None:
+    if has_draws:
+        theta = idata.posterior["theta"].values
+        n_chains, n_draws = theta.shape[:2]
+        lines.append(
+            f"  draws kept ({args.storage}): {n_chains} x {n_draws:,} = {n_chains * n_draws:,} "
+            f"(burn-in {args.burn_in}, thin {args.thin})"
+        )
+    else:
+        n_kept = int(idata["moments"]["n_draws"].values[0])
+        lines.append(f"  running moments of {n_kept:,} draws per chain (burn-in {args.burn_in}, thin {args.thin})")
+    lines.append(
+        f"  time: sampling {idata.attrs['sampling_time_s']:.2f} s (with numba compilation on first use); "
+        f"total {wall:.2f} s"
+    )
+    if target.mode_centres is not None and has_draws:
         k = target.mode_centres.shape[0]
         cov = mode_coverage(idata, target.mode_centres)
         line = f"  mode coverage (r = 0.25, n-bar = 100): {cov} of {k} modes"
@@ -344,7 +379,7 @@ def _cmd_run(args, parser) -> int:
             f"  moments: |mean - E theta| = {err['mean_error']:.4g}, "
             f"max |E theta theta^T error| = {err['second_moment_error']:.4g}"
         )
-    lines.append(f"  wrote {result} and {density}")
+    lines.append(f"  wrote {' and '.join(written)}")
     print("\n".join(lines))
     return 0
 
