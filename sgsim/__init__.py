@@ -9,8 +9,18 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import dynamics, schedules, targets  # noqa: E402
+from . import dynamics, io, schedules, targets  # noqa: E402
 from .integrators import METHODS  # noqa: E402
 from .sampling import DivergenceError, replay, sample  # noqa: E402
 
-__all__ = ["sample", "replay", "DivergenceError", "METHODS", "dynamics", "schedules", "targets", "__version__"]
+__all__ = [
+    "sample",
+    "replay",
+    "DivergenceError",
+    "METHODS",
+    "dynamics",
+    "io",
+    "schedules",
+    "targets",
+    "__version__",
+]
