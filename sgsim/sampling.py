@@ -118,8 +118,8 @@ class Run:
         alg = self.method.algorithm
         nb = block.step_size.shape[0]
         d = self.target.dim
-        sd = noise_factors(alg.noise(block, self.target, self.options), self.basis, nb, d)
-        return (sd, self.basis.basis, self.basis.rotate, np.any(sd != 0.0, axis=1))
+        sd, noisy = noise_factors(alg.noise(block, self.target, self.options), self.basis, nb, d)
+        return (sd, self.basis.basis, self.basis.rotate, noisy)
 
 
 def _check_storage(storage) -> str:
@@ -322,42 +322,55 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         move, update = alg.step if isinstance(alg.step, tuple) else (None, alg.step)
         loop = chain_loop(move, update)
         workers = min(n_threads, n_rep)
-    n_chunks = 1 if workers == 1 else min(n_rep, 4 * workers)
+    # several chunks per thread balance uneven chains; a handful of chains gets one chunk per thread
+    n_chunks = 1 if workers == 1 else (workers if n_rep <= 4 * workers else 4 * workers)
     bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
     chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
     consts = alg.constants(run.options)
     per_replica = run.n_particles if run.interacting else 1
     no_inj = np.zeros((n_rep, 0) + run.member_shape)
     pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
-    block_steps = max(1, min(_BLOCK_STEPS, (1 << 22) // max(1, d)))
+    # a few replicas get longer blocks, so that the per-block work dwarfs the per-block overhead;
+    # the per-step arrays of a block stay below a few MB whatever d
+    scale = 8 if n_rep < 64 else 1
+    block_steps = max(1, min(scale * _BLOCK_STEPS, (1 << 22) // max(1, d)))
+    starts = range(k_start, k_stop, block_steps)
+
+    def inputs(k0):
+        # the block's per-step values, shared by every replica
+        k1 = min(k_stop, k0 + block_steps)
+        block = run.schedule.block(k0, k1)
+        inj = no_inj if injected is None else injected[:, k0:k1]
+        return k0, k1, np.ascontiguousarray(block.step_size), run.noise(block), keeper.store(block), inj
+
+    def advance(c0, c1, k0, alpha, noise, store, inj):
+        # running moments are kept per chain, or per particle of each ensemble
+        m0, m1 = c0 * per_replica, c1 * per_replica
+        args = (
+            buf.state[c0:c1], buf.rngs[c0:c1], buf.works[c0:c1], buf.failed[c0:c1],
+            target.grad_u, target.stochastic_grad_u, target.params, alpha, consts, noise, k0, store,
+            buf.out[c0:c1], buf.count[m0:m1], buf.mean[m0:m1], buf.m2[m0:m1], inj[c0:c1],
+        )  # fmt: skip
+        if run.interacting:
+            loop(*args, buf.stats_out[c0:c1])
+        else:
+            loop(*args)
+
     try:
         with _numba_threads(n_threads if parallel else numba.get_num_threads()):
-            for k0 in range(k_start, k_stop, block_steps):
-                k1 = min(k_stop, k0 + block_steps)
-                block = run.schedule.block(k0, k1)
-                alpha = np.ascontiguousarray(block.step_size)
-                noise = run.noise(block)
-                store = keeper.store(block)
-                inj = no_inj if injected is None else injected[:, k0:k1]
-
-                def advance(c0, c1, alpha=alpha, noise=noise, store=store, inj=inj, k0=k0):
-                    # running moments are kept per chain, or per particle of each ensemble
-                    m0, m1 = c0 * per_replica, c1 * per_replica
-                    args = (
-                        buf.state[c0:c1], buf.rngs[c0:c1], buf.works[c0:c1], buf.failed[c0:c1],
-                        target.grad_u, target.stochastic_grad_u, target.params, alpha, consts, noise, k0, store,
-                        buf.out[c0:c1], buf.count[m0:m1], buf.mean[m0:m1], buf.m2[m0:m1], inj[c0:c1],
-                    )  # fmt: skip
-                    if run.interacting:
-                        loop(*args, buf.stats_out[c0:c1])
-                    else:
-                        loop(*args)
-
+            ahead = inputs(starts[0]) if len(starts) else None
+            for i in range(len(starts)):
+                assert ahead is not None
+                k0, k1, alpha, noise, store, inj = ahead
                 if pool is None:
                     for c0, c1 in chunks:
-                        advance(c0, c1)
+                        advance(c0, c1, k0, alpha, noise, store, inj)
+                    ahead = inputs(starts[i + 1]) if i + 1 < len(starts) else None
                 else:
-                    for future in [pool.submit(advance, c0, c1) for c0, c1 in chunks]:
+                    futures = [pool.submit(advance, c0, c1, k0, alpha, noise, store, inj) for c0, c1 in chunks]
+                    # the next block is prepared while the threads run this one
+                    ahead = inputs(starts[i + 1]) if i + 1 < len(starts) else None
+                    for future in futures:
                         future.result()
                 if progress is not None:
                     progress.update((k1 - k0) * n_rep)

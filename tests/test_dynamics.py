@@ -60,7 +60,8 @@ def test_correction_beyond_its_bound_names_the_parameter():
 def test_kernel_factors_rebuild_the_covariance(name):
     noise = dynamics.sgld_noise(ALPHA, TEMP, V[name])
     basis = noise_basis(noise, 2)
-    sd = noise_factors(noise, basis, len(ALPHA), 2)
+    sd, noisy = noise_factors(noise, basis, len(ALPHA), 2)
+    assert np.array_equal(noisy, np.any(sd > 0, axis=1))
     assert basis.rotate == (name == "full")
     for k in range(len(ALPHA)):
         rebuilt = basis.basis @ np.diag(sd[k] ** 2) @ basis.basis.T

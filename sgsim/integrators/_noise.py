@@ -9,10 +9,12 @@ for the run (:func:`noise_basis`) and per-step square roots computed block by bl
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from .._jit import jit
 from .._validate import ParameterError
 from ..dynamics import Noise
 
@@ -71,17 +73,33 @@ def noise_basis(noise: Noise | None, dim: int) -> NoiseBasis:
     return NoiseBasis(basis, True, tuple(diagonals))
 
 
-def noise_factors(noise: Noise | None, basis: NoiseBasis, n_steps: int, dim: int) -> np.ndarray:
-    """Per-step standard deviations in ``basis``: shape ``(n_steps, dim)``.
+@jit
+def _factor_rows(coefs, diags, sd, noisy):
+    # sd[k, i] = sqrt(sum_j coefs[j, k] diags[j, i]), summed in the order of the terms
+    ok = True
+    for k in range(sd.shape[0]):
+        any_noise = False
+        for i in range(sd.shape[1]):
+            var = coefs[0, k] * diags[0, i]
+            for j in range(1, coefs.shape[0]):
+                var = var + coefs[j, k] * diags[j, i]
+            ok = ok and var >= 0.0
+            sd[k, i] = math.sqrt(max(var, 0.0))
+            any_noise = any_noise or var != 0.0
+        noisy[k] = any_noise
+    return ok
+
+
+def noise_factors(noise: Noise | None, basis: NoiseBasis, n_steps: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-step standard deviations in ``basis`` (shape ``(n_steps, dim)``) and whether each step has noise.
 
     ``sd[k, i] = sqrt(sum_j q_jk lambda_ji)``, summed in the order of the noise's terms.
     """
+    sd = np.zeros((n_steps, dim))
+    noisy = np.zeros(n_steps, bool)
     if noise is None:
-        return np.zeros((n_steps, dim))
-    var = np.zeros((n_steps, dim))
-    for j, (coef, diag) in enumerate(zip(noise.coef, basis.diagonals, strict=True)):
-        term = np.broadcast_to(coef, (n_steps,))[:, None] * diag[None, :]
-        var = term if j == 0 else var + term
-    if np.any(var < 0):
+        return sd, noisy
+    coefs = np.stack([np.broadcast_to(np.asarray(c, float), (n_steps,)) for c in noise.coef])
+    if not _factor_rows(coefs, np.stack(basis.diagonals), sd, noisy):
         raise ParameterError("grad_noise_cov", "the noise covariance is not positive semidefinite at some step")
-    return np.sqrt(var)
+    return sd, noisy
