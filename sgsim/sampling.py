@@ -332,7 +332,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
     # a few replicas get longer blocks, so that the per-block work dwarfs the per-block overhead;
     # the per-step arrays of a block stay below a few MB whatever d
-    scale = 8 if n_rep < 64 else 1
+    scale = 4 if n_rep < 64 else 1
     block_steps = max(1, min(scale * _BLOCK_STEPS, (1 << 22) // max(1, d)))
     starts = range(k_start, k_stop, block_steps)
 
