@@ -798,7 +798,3 @@ def replay(source, *, target=None, n_threads=None, progress=False):
         on_divergence="mark",
         **options,
     )
-
-
-# the old name of Run, kept for callers of the first version
-ChainRun = Run

@@ -10,7 +10,7 @@ Data targets: minibatch indices are drawn with a NumPy ``Generator`` by the docu
 a permutation kept from step to step), and the integrators take a gradient function that
 draws its own minibatch.
 
-Noise convention shared with the kernels (see ``sgsim.integrators._kernels``): the
+Noise convention shared with the kernels (see ``sgsim.integrators._loop``): the
 emulated gradient noise ``zeta ~ N(0, V)`` and the injected noise are drawn as one
 Gaussian. With ``V = Q diag(lam) Q^T`` (``Q = I`` when ``V`` is diagonal) the step-``k``
 noise is ``Q diag(sqrt(a_k lam + c_k)) xi_k``, where for SGLD ``a_k = alpha_k^2``,

@@ -1,8 +1,8 @@
 """The generic compiled loops, and the helpers every step function shares (private).
 
-An algorithm provides one compiled ``step``; :func:`chain_loop` and :func:`ensemble_loop`
-wrap it, once per step function and process, into the loop that advances a chunk of
-replicas over a block of steps in place. The loop owns everything that is not the
+An algorithm provides its step; :func:`chain_loop` and :func:`ensemble_loop` make of it,
+once per step function and process, the compiled loop that advances a chunk of replicas
+over a block of steps in place. The loop owns everything that is not the
 algorithm: copying a replica's state into buffers of its own (so that two threads never
 write the same cache line step after step), the finite check, storing draws or running
 moments, and skipping replicas that diverged.
@@ -20,11 +20,11 @@ gradient draws its minibatch from the chain's stream first), then draws the step
 ``z`` (see Noise below, in the state's coordinates; ``noisy`` is False, and nothing is
 drawn, where its covariance is zero). ``x`` is the chain's state, shape ``(n_state, d)``,
 ``theta`` its row 0, ``a`` the step size, ``consts`` the algorithm's constants (a tuple).
-The halves are inlined and take few arrays for speed: an inlined helper that takes the
-target's parameters, the stream or the noise factors costs atomic reference-count updates
-on each of them at every step (40-100 ns on the 25-Gaussian mixture, more than the
-gradient), and a view made at every step (``x[0]``) costs the same, so ``theta`` is made
-once per call.
+The halves are written into the loop's source (:mod:`sgsim.integrators._splice`) rather
+than called: numba's inlining of a helper that takes the target's parameters, the stream or
+the noise factors costs atomic reference-count updates on each of them at every step (40-100
+ns on the 25-Gaussian mixture, more than the gradient), and a view made at every step
+(``x[0]``) costs the same, so ``theta`` is made once per call.
 
 Interacting ensembles (``coupling = "interacting"``)::
 
