@@ -582,16 +582,14 @@ def sample(
         return _rng.uniform_rows(states, tgt.init_low, tgt.init_high).reshape(lead + member)
 
     theta0 = _initial("init", init, lead, member, default_init)
-    state0 = [theta0]
-    for name in alg.state[1:]:
-        if name == "velocity":
-            state0.append(_initial("init_velocity", init_velocity, lead, member, lambda: np.zeros(lead + member)))
-        else:
-            state0.append(np.zeros(lead + member))
     if init_velocity is not None and "velocity" not in alg.state:
         raise ParameterTypeError(
             "init_velocity", f"init_velocity applies to SGHMC methods only, not {run.method.name!r}"
         )
+    given = {}
+    if init_velocity is not None:
+        given["velocity"] = _initial("init_velocity", init_velocity, lead, member, lambda: None)
+    state0 = list(alg.initial_state(theta0, given, run.options))
     if run.interacting and run.options.get("bandwidth") == "median":
         spread = np.ptp(theta0, axis=1).max(axis=-1)
         if np.any(spread == 0):

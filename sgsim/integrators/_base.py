@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .. import schedules
 from .._validate import ParameterError, ParameterTypeError, boolean, real
 from ..schedules import Schedule
@@ -80,10 +82,18 @@ class Algorithm:
     check : callable
         ``check(options, target) -> options``: checks that involve several options or the
         target; runs after each option's own check.
+    init : callable, optional
+        ``init(theta0, given, options) -> tuple of arrays``: the initial state, one array per
+        name of :attr:`state`, from the initial positions ``theta0`` (leading axes: replicas,
+        and particles) and the initial values the caller gave for other state arrays
+        (``given``, e.g. ``{"velocity": v0}``). When omitted, the other arrays start at their
+        given value or at zero (:meth:`initial_state`).
     parallel_step : compiled function, optional
         Interacting algorithms: the same step with its particle loops on numba's threads.
     stats : tuple of str
         Per-step statistics the step writes (stored with each kept draw of an ensemble).
+    outputs : tuple of str
+        The state arrays kept as draws (``theta``); every state array's final value is kept.
     references : str
         Where the update comes from.
     """
@@ -98,9 +108,18 @@ class Algorithm:
     constants: Callable[[dict], tuple]
     noise: Callable[..., Any]
     check: Callable[[dict, Any], dict] = field(default=lambda options, target: options)
+    init: Callable[..., tuple] | None = None
     parallel_step: Callable | None = None
     stats: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ("theta",)
     references: str = ""
+
+    def initial_state(self, theta0: np.ndarray, given: dict, options: dict) -> tuple:
+        """The initial state arrays (see :attr:`init`)."""
+        if self.init is not None:
+            return tuple(self.init(theta0, given, options))
+        rest = [given[n] if given.get(n) is not None else np.zeros_like(theta0) for n in self.state[1:]]
+        return (theta0, *rest)
 
     def validate(self, given: dict, target, **common) -> dict:
         """Check ``given`` options, fill in defaults, add the sampler's ``common`` options
