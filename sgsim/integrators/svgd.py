@@ -235,8 +235,10 @@ def _svgd_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u
             Z[i, a] = Z[i, a] + eps * B[i, a]
 
 
-step = jit(_svgd_step)
-parallel_step = jit(_svgd_step, parallel=True)
+# not cached on disk: they take the target's gradient as an argument (and one Python function
+# compiled two ways would share a cache entry)
+step = jit(_svgd_step, cache=False)
+parallel_step = jit(_svgd_step, cache=False, parallel=True)
 
 
 def _bandwidth(name: str, value):
