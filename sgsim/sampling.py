@@ -31,9 +31,11 @@ Every result records its :class:`~sgsim.spec.RunSpec`; :func:`replay` reruns it.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -293,6 +295,21 @@ class _Buffers:
     stats_out: np.ndarray  # (R, n_draws, n_stats) for ensembles
 
 
+_POOL: list = [None, 0, -1]  # the executor, its size, the process that made it
+_POOL_LOCK = threading.Lock()
+
+
+def _thread_pool(n: int) -> ThreadPoolExecutor:
+    """A pool of at least ``n`` threads, kept between runs (a process's own; made anew after a fork)."""
+    with _POOL_LOCK:
+        pool, size, pid = _POOL
+        if pool is None or pid != os.getpid() or size < n:
+            if pool is not None and pid == os.getpid():
+                pool.shutdown(wait=False)
+            _POOL[:] = [ThreadPoolExecutor(max_workers=n, thread_name_prefix="sgsim"), n, os.getpid()]
+        return _POOL[0]
+
+
 def _max_numba_threads() -> int:
     return int(getattr(numba.config, "NUMBA_NUM_THREADS", 1))
 
@@ -329,21 +346,24 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     consts = alg.constants(run.options)
     per_replica = run.n_particles if run.interacting else 1
     no_inj = np.zeros((n_rep, 0) + run.member_shape)
-    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
-    # a few replicas get longer blocks, so that the per-block work dwarfs the per-block overhead;
-    # the per-step arrays of a block stay below a few MB whatever d
-    scale = 4 if n_rep < 64 else 1
+    pool = _thread_pool(workers) if workers > 1 else None
+    # a few replicas get longer blocks, so that the per-block work dwarfs the per-block overhead:
+    # on threads much longer, for each block ends in a barrier that costs every thread a wake-up
+    # (on a machine of few cores, as long as the block itself); the per-step arrays of a block
+    # stay below some MB whatever d
+    scale = 1 if n_rep >= 64 else (16 if pool is not None else 4)
     block_steps = max(1, min(scale * _BLOCK_STEPS, (1 << 22) // max(1, d)))
-    starts = range(k_start, k_stop, block_steps)
+    starts = list(range(k_start, k_stop, block_steps))
+    ends = [*starts[1:], k_stop]
 
-    def inputs(k0):
+    def inputs(i):
         # the block's per-step values, shared by every replica
-        k1 = min(k_stop, k0 + block_steps)
+        k0, k1 = starts[i], ends[i]
         block = run.schedule.block(k0, k1)
         inj = no_inj if injected is None else injected[:, k0:k1]
         return k0, k1, np.ascontiguousarray(block.step_size), run.noise(block), keeper.store(block), inj
 
-    def advance(c0, c1, k0, alpha, noise, store, inj):
+    def advance(c0, c1, k0, alpha, noise, store, inj, started=None):
         # running moments are kept per chain, or per particle of each ensemble
         m0, m1 = c0 * per_replica, c1 * per_replica
         args = (
@@ -351,32 +371,43 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
             target.grad_u, target.stochastic_grad_u, target.params, alpha, consts, noise, k0, store,
             buf.out[c0:c1], buf.count[m0:m1], buf.mean[m0:m1], buf.m2[m0:m1], inj[c0:c1],
         )  # fmt: skip
+        if started is not None:
+            started.release()
         if run.interacting:
             loop(*args, buf.stats_out[c0:c1])
         else:
             loop(*args)
 
+    futures: list = []
     try:
         with _numba_threads(n_threads if parallel else numba.get_num_threads()):
-            ahead = inputs(starts[0]) if len(starts) else None
+            ahead = inputs(0) if starts else None
             for i in range(len(starts)):
                 assert ahead is not None
                 k0, k1, alpha, noise, store, inj = ahead
                 if pool is None:
                     for c0, c1 in chunks:
                         advance(c0, c1, k0, alpha, noise, store, inj)
-                    ahead = inputs(starts[i + 1]) if i + 1 < len(starts) else None
+                    ahead = inputs(i + 1) if i + 1 < len(starts) else None
                 else:
-                    futures = [pool.submit(advance, c0, c1, k0, alpha, noise, store, inj) for c0, c1 in chunks]
-                    # the next block is prepared while the threads run this one
-                    ahead = inputs(starts[i + 1]) if i + 1 < len(starts) else None
+                    started = threading.Semaphore(0)
+                    futures = [pool.submit(advance, c0, c1, k0, alpha, noise, store, inj, started) for c0, c1 in chunks]
+                    # the next block is prepared while the threads run this one, once they have
+                    # started it: a worker that wants the GIL back from this thread's NumPy work
+                    # would otherwise wait for the interpreter's switch interval (5 ms)
+                    for _ in range(min(len(chunks), workers)):
+                        started.acquire()
+                    ahead = inputs(i + 1) if i + 1 < len(starts) else None
                     for future in futures:
                         future.result()
+                    futures = []
                 if progress is not None:
                     progress.update((k1 - k0) * n_rep)
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        # on an error or an interrupt: the chunks not started are dropped, those running finish
+        for future in futures:
+            future.cancel()
+        wait(futures)
 
 
 def _allocate(run: Run, n_rep: int, state0: list[np.ndarray], rngs: np.ndarray) -> _Buffers:

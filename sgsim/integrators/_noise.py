@@ -74,19 +74,39 @@ def noise_basis(noise: Noise | None, dim: int) -> NoiseBasis:
 
 
 @jit
-def _factor_rows(coefs, diags, sd, noisy):
-    # sd[k, i] = sqrt(sum_j coefs[j, k] diags[j, i]), summed in the order of the terms
+def _factor_rows(coefs, diags, isotropic, sd, noisy):
+    # sd[k, i] = sqrt(sum_j coefs[j][k] diags[j, i]), summed in the order of the terms; when
+    # every diagonal is constant across dimensions, one square root per step serves them all.
+    # Each pass runs over the steps without branches, so that it vectorises.
+    n_terms, dim = diags.shape
+    n = sd.shape[0]
+    var = np.empty(n)
     ok = True
-    for k in range(sd.shape[0]):
-        any_noise = False
-        for i in range(sd.shape[1]):
-            var = coefs[0, k] * diags[0, i]
-            for j in range(1, coefs.shape[0]):
-                var = var + coefs[j, k] * diags[j, i]
-            ok = ok and var >= 0.0
-            sd[k, i] = math.sqrt(max(var, 0.0))
-            any_noise = any_noise or var != 0.0
-        noisy[k] = any_noise
+    for i in range(1 if isotropic else dim):
+        c0, d0 = coefs[0], diags[0, i]
+        for k in range(n):
+            var[k] = c0[k] * d0
+        for j in range(1, n_terms):
+            cj, dj = coefs[j], diags[j, i]
+            for k in range(n):
+                var[k] = var[k] + cj[k] * dj
+        for k in range(n):
+            ok = ok & (var[k] >= 0.0)
+        if i == 0:
+            for k in range(n):
+                noisy[k] = var[k] != 0.0
+        else:
+            for k in range(n):
+                noisy[k] = noisy[k] | (var[k] != 0.0)
+        for k in range(n):
+            var[k] = math.sqrt(max(var[k], 0.0))
+        if isotropic:
+            for k in range(n):
+                for c in range(dim):
+                    sd[k, c] = var[k]
+        else:
+            for k in range(n):
+                sd[k, i] = var[k]
     return ok
 
 
@@ -95,11 +115,13 @@ def noise_factors(noise: Noise | None, basis: NoiseBasis, n_steps: int, dim: int
 
     ``sd[k, i] = sqrt(sum_j q_jk lambda_ji)``, summed in the order of the noise's terms.
     """
-    sd = np.zeros((n_steps, dim))
-    noisy = np.zeros(n_steps, bool)
+    sd = np.empty((n_steps, dim))
+    noisy = np.empty(n_steps, bool)
     if noise is None:
+        sd[...], noisy[...] = 0.0, False
         return sd, noisy
-    coefs = np.stack([np.broadcast_to(np.asarray(c, float), (n_steps,)) for c in noise.coef])
-    if not _factor_rows(coefs, np.stack(basis.diagonals), sd, noisy):
+    coefs = tuple(np.ascontiguousarray(np.broadcast_to(np.asarray(c, float), (n_steps,))) for c in noise.coef)
+    diags = np.stack(basis.diagonals)
+    if not _factor_rows(coefs, diags, bool(np.all(diags == diags[:, :1])), sd, noisy):
         raise ParameterError("grad_noise_cov", "the noise covariance is not positive semidefinite at some step")
     return sd, noisy
