@@ -8,7 +8,7 @@ inside the functions); ``available()`` says whether it can be used.
     python benchmarks/jax_reference.py                              # 4 / 1000 / 100,000 chains
     python benchmarks/jax_reference.py --chains 4,1000 --reps 2 --dtype float32 --json out.json
 
-Workload (the same as ``shared/bench/handtuned_sgld.py``): equal-weight mixture of 25 Gaussians,
+Workload (the same as ``bench_sampling.py``): equal-weight mixture of 25 Gaussians,
 means {-4,-2,0,2,4}^2, covariance 0.03 I, U = -log density; step sizes are the first N values
 of a_k = a0/2 (cos(pi mod(k-1, L)/L) + 1), L = ceil(K/M), a0 = 0.09, M = 30, K = 50,000, passed
 in as an array; temperature 1; every chain starts at (0, 0) and only the final state is kept.

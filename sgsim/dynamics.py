@@ -124,7 +124,7 @@ def _broadcast(step_size, temperature) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _coefficients(alpha, temp, v, factor, corrected, noise_correction, friction_name):
-    """``(a_k, c_k)`` of ``a_k V + c_k I`` (THEORY A1, A2); see :func:`sgld_noise`."""
+    """``(a_k, c_k)`` of ``a_k V + c_k I`` for SGLD and SGHMC; see :func:`sgld_noise`."""
     a = alpha**2
     c = 2.0 * factor * alpha * temp
     lam_max = float(np.linalg.eigvalsh(v)[-1]) if v.size else 0.0
