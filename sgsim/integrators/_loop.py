@@ -162,20 +162,16 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
             # the noise basis @ (sd_j * xi), xi from the stream (or injected); none where sd_j = 0
             noisy = any_noise[j]
             if noisy:
+                # one call site of the generator: each inlined copy costs compile time
+                dst = e if rotate else z
+                for i in range(d):
+                    dst[i] = sd[j, i] * (standard_normal(st) if drawn else inj[j, i])
                 if rotate:
-                    for i in range(d):
-                        e[i] = sd[j, i] * (standard_normal(st) if drawn else inj[j, i])
                     for i in range(d):
                         acc = 0.0
                         for m in range(d):
                             acc += basis[i, m] * e[m]
                         z[i] = acc
-                elif drawn:
-                    for i in range(d):
-                        z[i] = sd[j, i] * standard_normal(st)
-                else:
-                    for i in range(d):
-                        z[i] = sd[j, i] * inj[j, i]
             _update(x, theta, g, z, noisy, a, consts)
             # no early exit: a branch-free loop is faster on short rows
             ok = True
