@@ -56,6 +56,7 @@ _FLAGS = {
     "n_particles": "--n-particles",
     "bandwidth": "--bandwidth",
     "storage": "--storage",
+    "divergence_bound": "--divergence-bound",
 }
 
 
@@ -164,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["draws", "final", "moments"],
         default="draws",
         help="keep every kept draw (default), the final state only, or running means and covariances per chain",
+    )
+    run.add_argument(
+        "--divergence-bound",
+        default="auto",
+        metavar="B",
+        help="a chain with some |theta_i| > B has diverged: a number > 0, 'auto' (default: the target's) or 'none'",
     )
     run.add_argument("--burn-in", type=int, default=0, metavar="B", help="initial steps whose draws are dropped")
     run.add_argument("--thin", type=int, default=1, metavar="T", help="keep every T-th collected draw")
@@ -299,6 +306,12 @@ def _cmd_run(args, parser) -> int:
             options["bandwidth"] = float(args.bandwidth)
         except ValueError:
             options["bandwidth"] = args.bandwidth
+    bound = {"auto": "auto", "none": None}.get(args.divergence_bound.lower(), args.divergence_bound)
+    if isinstance(bound, str) and bound != "auto":
+        try:
+            bound = float(bound)
+        except ValueError:
+            parser.error(f"argument --divergence-bound: a number > 0, 'auto' or 'none', got {args.divergence_bound!r}")
     try:
         target = get_target(args.target)
         if args.grad_noise is not None:
@@ -324,6 +337,7 @@ def _cmd_run(args, parser) -> int:
             burn_in=args.burn_in,
             thin=args.thin,
             noise_correction=args.noise_correction,
+            divergence_bound=bound,
             progress=not args.quiet,
             **options,
         )

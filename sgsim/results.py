@@ -10,11 +10,13 @@ this module alone knows ArviZ. Groups of the result:
     with ``storage="moments"``.
 ``sample_stats``
     Per draw: ``step_size``, ``temperature``, ``stage``, ``cycle``, ``step`` (1-based
-    iteration), ``diverged``, and the algorithm's own statistics (e.g. SVGD's
-    ``bandwidth``), ``lp`` if asked for.
+    iteration), ``diverged`` (the chain had diverged by this draw, whose values are then
+    NaN; a chain that diverged after its last kept draw has that draw marked, its values
+    kept), and the algorithm's own statistics (e.g. SVGD's ``bandwidth``), ``lp`` if asked
+    for.
 ``constant_data``
     Per chain: ``init``, ``final_<state>`` for each state array, ``diverged_at`` (the 1-based
-    step at which the chain left the finite numbers, 0 if it never did).
+    step at which the chain diverged, 0 if it never did).
 ``moments``
     ``storage="moments"`` only: ``theta_mean``, ``theta_cov`` (the running mean and covariance
     of the kept draws, per chain, and per particle for ensembles) and ``n_draws``.

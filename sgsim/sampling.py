@@ -32,6 +32,7 @@ Every result records its :class:`~sgsim.spec.RunSpec`; :func:`replay` reruns it.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import warnings
@@ -45,7 +46,7 @@ import numpy as np
 from . import rng as _rng
 from . import spec as _spec
 from . import targets as _targets
-from ._validate import ParameterError, ParameterTypeError, boolean, finite_array, integer
+from ._validate import ParameterError, ParameterTypeError, boolean, finite_array, integer, positive_float
 from .integrators import INTERACTING, get_method
 from .integrators._base import Method, unknown_options
 from .integrators._loop import MOMENTS, NOTHING, chain_loop, ensemble_loop
@@ -61,14 +62,26 @@ PARALLEL_PARTICLES = 128
 
 
 class DivergenceError(FloatingPointError):
-    """A chain's state became non-finite. ``.chains`` maps chain index to the 1-based step."""
+    """Chains diverged: a state became non-finite, or ``theta`` left the divergence bound.
 
-    def __init__(self, chains: dict[int, int], method: str, target: str):
+    Attributes
+    ----------
+    chains : dict
+        Chain index -> the 1-based step at which it diverged.
+    reasons : dict
+        Chain index -> what was seen (``"non-finite state"`` or ``"|theta_i| = ... > bound"``).
+    """
+
+    def __init__(self, chains: dict[int, int], method: str, target: str, reasons: dict[int, str] | None = None):
         self.chains = dict(chains)
-        where = ", ".join(f"chain {c} at step {k}" for c, k in sorted(chains.items()))
+        self.reasons = dict(reasons or {})
+        where = ", ".join(
+            f"chain {c} at step {k}" + (f" ({self.reasons[c]})" if c in self.reasons else "")
+            for c, k in sorted(chains.items())
+        )
         super().__init__(
-            f"{method} on {target} diverged (non-finite state): {where}. Reduce the step size, "
-            "or pass on_divergence='mark' to keep the other chains."
+            f"{method} on {target} diverged: {where}. Reduce the step size, or pass on_divergence='mark' "
+            "to keep the other chains (divergence_bound=None checks only for non-finite states)."
         )
 
 
@@ -91,6 +104,9 @@ class Run:
     n_particles : int or None
     basis : NoiseBasis
         The eigenbasis in which the noise is drawn.
+    divergence_bound : float or None
+        A replica whose ``max_i |theta_i|`` exceeds it has diverged (None: only non-finite
+        states count).
     """
 
     target: _targets.Target
@@ -103,6 +119,7 @@ class Run:
     n_draws: int
     n_particles: int | None
     basis: NoiseBasis
+    divergence_bound: float | None = None
 
     @property
     def interacting(self) -> bool:
@@ -141,6 +158,7 @@ def prepare(
     noise_correction=False,
     storage="draws",
     n_particles=None,
+    divergence_bound="auto",
     **options,
 ) -> tuple[Run, np.ndarray]:
     """Validate a run's configuration; return the :class:`Run` and the kept steps (0-based).
@@ -156,6 +174,14 @@ def prepare(
     thin = integer("thin", thin, low=1)
     storage = _check_storage(storage)
     noise_correction = boolean("noise_correction", noise_correction)
+    if isinstance(divergence_bound, str) and divergence_bound == "auto":
+        divergence_bound = target.divergence_bound()
+    elif divergence_bound is not None:
+        if isinstance(divergence_bound, str):
+            raise ParameterTypeError(
+                "divergence_bound", f"divergence_bound must be 'auto', None or a number > 0, got {divergence_bound!r}"
+            )
+        divergence_bound = positive_float("divergence_bound", divergence_bound)
     sched_kw = {k: options.pop(k) for k in list(options) if k in method.schedule_options}
     dyn_kw = {k: options.pop(k) for k in list(options) if k in alg.options}
     if options:
@@ -205,7 +231,7 @@ def prepare(
         raise ParameterError("burn_in", "no draw would be kept: check burn_in, thin and the schedule's sampling stages")
     if storage == "final":
         n_draws = 1
-    run = Run(target, method, schedule, opts, burn_in, thin, storage, n_draws, n_particles, basis)
+    run = Run(target, method, schedule, opts, burn_in, thin, storage, n_draws, n_particles, basis, divergence_bound)
     return run, steps
 
 
@@ -344,6 +370,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
     chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
     consts = alg.constants(run.options)
+    bound = sys.float_info.max if run.divergence_bound is None else float(run.divergence_bound)
     per_replica = run.n_particles if run.interacting else 1
     no_inj = np.zeros((n_rep, 0) + run.member_shape)
     pool = _thread_pool(workers) if workers > 1 else None
@@ -368,7 +395,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         m0, m1 = c0 * per_replica, c1 * per_replica
         args = (
             buf.state[c0:c1], buf.rngs[c0:c1], buf.works[c0:c1], buf.failed[c0:c1],
-            target.grad_u, target.stochastic_grad_u, target.params, alpha, consts, noise, k0, store,
+            target.grad_u, target.stochastic_grad_u, target.params, alpha, consts, noise, k0, bound, store,
             buf.out[c0:c1], buf.count[m0:m1], buf.mean[m0:m1], buf.m2[m0:m1], inj[c0:c1],
         )  # fmt: skip
         if started is not None:
@@ -512,6 +539,7 @@ def sample(
     schedule=None,
     noise_correction=False,
     on_divergence="raise",
+    divergence_bound="auto",
     n_threads=None,
     progress=False,
     log_density=False,
@@ -558,10 +586,16 @@ def sample(
         ``grad_noise_cov`` so the total noise is exact (:mod:`sgsim.dynamics`). It does not
         see the noise of a genuine minibatch gradient (``target.stochastic_grad_u``).
     on_divergence : {"raise", "mark"}
-        A chain whose state becomes non-finite stops. ``"raise"`` (default) raises
-        :class:`DivergenceError` naming each such chain and step; ``"mark"`` warns, keeps
-        the other chains, fills the diverged chain's remaining draws with NaN and records
-        ``sample_stats["diverged"]``.
+        A chain that diverges (see ``divergence_bound``) stops. ``"raise"`` (default) raises
+        :class:`DivergenceError` naming each such chain, the step and what was seen;
+        ``"mark"`` warns, keeps the other chains, fills the diverged chain's remaining draws
+        with NaN and records ``sample_stats["diverged"]``.
+    divergence_bound : "auto", float or None
+        A chain diverges when its state becomes non-finite or some ``|theta_i|`` exceeds this
+        bound. ``"auto"`` (default) takes the target's
+        (:meth:`sgsim.targets.Target.divergence_bound`: ten times the largest magnitude the
+        target is known to occupy, which a healthy chain never reaches); a number > 0 sets
+        it; None checks only for non-finite states. Recorded in the result.
     n_threads : int, optional
         Threads that run replicas (or, for large ensembles, particle loops); numba's thread
         count by default. Never changes the result.
@@ -591,6 +625,7 @@ def sample(
         noise_correction=noise_correction,
         storage=storage,
         n_particles=n_particles,
+        divergence_bound=divergence_bound,
         **options,
     )
     n_chains = integer("n_chains", n_chains, low=1)
@@ -613,6 +648,12 @@ def sample(
         return _rng.uniform_rows(states, tgt.init_low, tgt.init_high).reshape(lead + member)
 
     theta0 = _initial("init", init, lead, member, default_init)
+    if run.divergence_bound is not None and np.max(np.abs(theta0)) > run.divergence_bound:
+        raise ParameterError(
+            "init",
+            f"init has |theta_i| = {np.max(np.abs(theta0)):.4g} beyond divergence_bound {run.divergence_bound:.4g}: "
+            "move it, or raise or turn off (None) the bound",
+        )
     if init_velocity is not None and "velocity" not in alg.state:
         raise ParameterTypeError(
             "init_velocity", f"init_velocity applies to SGHMC methods only, not {run.method.name!r}"
@@ -646,11 +687,19 @@ def sample(
     elapsed = time.perf_counter() - t0
 
     failed = {int(c): int(k) + 1 for c, k in enumerate(buf.failed) if k >= 0}
+    reasons = {c: _divergence_reason(buf.state[c], run.divergence_bound) for c in failed}
     if failed and on_divergence == "raise":
-        raise DivergenceError(failed, run.method.name, tgt.name)
+        raise DivergenceError(failed, run.method.name, tgt.name, reasons)
     if failed:
-        warnings.warn(str(DivergenceError(failed, run.method.name, tgt.name)), RuntimeWarning, stacklevel=2)
+        warnings.warn(str(DivergenceError(failed, run.method.name, tgt.name, reasons)), RuntimeWarning, stacklevel=2)
     return _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_density, init, init_velocity)
+
+
+def _divergence_reason(state: np.ndarray, bound: float | None) -> str:
+    # the replica's state as the loop left it: the step that diverged
+    if not np.all(np.isfinite(state)):
+        return "non-finite state"
+    return f"|theta_i| reached {np.max(np.abs(state[0])):.3g} > divergence_bound {bound:.4g}"
 
 
 def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_density, init, init_velocity):
@@ -669,6 +718,9 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
         diverged[c] = keeper.kept_steps + 1 >= k
         if theta is not None and run.storage == "draws":
             theta[c, diverged[c]] = np.nan  # never written by the kernel
+        if n_draws and not diverged[c].any():
+            # diverged after its last kept draw: that draw stands, and is marked all the same
+            diverged[c, -1] = True
     chain_stats: dict = {"diverged": diverged}
     if run.interacting:
         for q, name in enumerate(alg.stats):
@@ -720,6 +772,7 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
         stochastic_gradient=(
             None if tgt.stochastic_grad_u is None else tgt.extras.get("stochastic_gradient", "stochastic_grad_u")
         ),
+        divergence_bound=run.divergence_bound,
     )
     text, arrays = _spec.encode(spec)
     attrs = {
@@ -733,6 +786,7 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
         "target": tgt.name,
         "storage": run.storage,
         "coupling": alg.coupling,
+        "divergence_bound": "none" if run.divergence_bound is None else run.divergence_bound,
         "rng": (
             "PCG64 per chain from SeedSequence(seed, spawn_key=(chain, 0)); per particle (chain, 0, particle); "
             "NumPy's ziggurat normals"
@@ -822,6 +876,7 @@ def replay(source, *, target=None, n_threads=None, progress=False):
         storage=spec.storage,
         noise_correction=noise_correction,
         log_density=spec.log_density,
+        divergence_bound=spec.divergence_bound,
         n_threads=n_threads,
         progress=progress,
         on_divergence="mark",

@@ -63,6 +63,9 @@ class RunSpec:
         The target's emulated gradient-noise covariance, for the reader (not needed to replay).
     stochastic_gradient : str or None
         The target's stochastic gradient in words (None for exact gradients), for the reader.
+    divergence_bound : float or None
+        The bound on ``max_i |theta_i|`` beyond which a chain was stopped as diverged (None:
+        only non-finite states; also what results written before bounds existed hold).
     """
 
     target: TargetSpec | None
@@ -83,6 +86,7 @@ class RunSpec:
     log_density: bool = False
     grad_noise_cov: list = field(default_factory=list)
     stochastic_gradient: str | None = None
+    divergence_bound: float | None = None
 
     def to_dict(self) -> dict:
         """The spec as nested plain data (arrays stay arrays)."""

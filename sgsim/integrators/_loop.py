@@ -4,8 +4,10 @@ An algorithm provides its step; :func:`chain_loop` and :func:`ensemble_loop` mak
 once per step function and process, the compiled loop that advances a chunk of replicas
 over a block of steps in place. The loop owns everything that is not the
 algorithm: copying a replica's state into buffers of its own (so that two threads never
-write the same cache line step after step), the finite check, storing draws or running
-moments, and skipping replicas that diverged.
+write the same cache line step after step), the divergence check (every coordinate of
+``theta`` within ``[-bound, bound]``, the other state arrays finite; ``bound`` is the largest
+float when there is none, so that the one comparison also fails for NaN and inf), storing
+draws or running moments, and skipping replicas that diverged.
 
 Step functions
 --------------
@@ -104,6 +106,15 @@ def all_finite(x):
 
 
 @jit(inline=True)
+def within(x, bound):
+    # every |x_i| <= bound: False for NaN and inf too, when the bound is the largest float
+    ok = True
+    for i in range(x.shape[0]):
+        ok = ok and abs(x[i]) <= bound
+    return ok
+
+
+@jit(inline=True)
 def welford_update(x, count, mean, m2, c, delta):
     """Add ``x`` (shape ``(d,)``) to replica ``c``'s running mean and co-moment matrix."""
     count[c] += 1
@@ -129,8 +140,8 @@ def _update(x, theta, g, z, noisy, a, consts):
     raise NotImplementedError
 
 
-def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, alpha, consts, noise, k0, store, out,
-         count, mean, m2, injected):  # fmt: skip
+def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, alpha, consts, noise, k0, bound, store,
+         out, count, mean, m2, injected):  # fmt: skip
     n_chains, n_state, d = state.shape
     nb = alpha.shape[0]
     sd, basis, rotate, any_noise = noise
@@ -173,9 +184,12 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
                             acc += basis[i, m] * e[m]
                         z[i] = acc
             _update(x, theta, g, z, noisy, a, consts)
-            # no early exit: a branch-free loop is faster on short rows
+            # theta within the bound (which fails for NaN and inf too), the rest finite; no early
+            # exit: a branch-free loop is faster on short rows
             ok = True
-            for r in range(n_state):
+            for i in range(d):
+                ok = ok and abs(theta[i]) <= bound
+            for r in range(1, n_state):
                 for i in range(d):
                     ok = ok and math.isfinite(x[r, i])
             if not ok:
@@ -206,8 +220,8 @@ def ensemble_loop(step):
     """The compiled loop of an interacting-ensemble ``step`` (``step`` may itself run in parallel)."""
 
     @jit(cache=False)
-    def loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, alpha, consts, noise, k0, store, out,
-             count, mean, m2, injected, stats_out):  # fmt: skip
+    def loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, alpha, consts, noise, k0, bound, store,
+             out, count, mean, m2, injected, stats_out):  # fmt: skip
         n_rep, n_state, n_part, d = state.shape
         nb = alpha.shape[0]
         g = np.empty((n_part, d))
@@ -225,7 +239,9 @@ def ensemble_loop(step):
                 step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works[r], rngs[r],
                      inj, stats)  # fmt: skip
                 ok = True
-                for s_ in range(n_state):
+                for p in range(n_part):
+                    ok = ok and within(x[0, p], bound)
+                for s_ in range(1, n_state):
                     for p in range(n_part):
                         ok = ok and all_finite(x[s_, p])
                 if not ok:

@@ -94,6 +94,10 @@ def _stochastic_grad_u_draws(stochastic_grad_u, params, theta, state, work, out)
         stochastic_grad_u(theta, params, out[r], state, work)
 
 
+# the default divergence bound: BOUND_FACTOR times the reach, spreads counted REACH_SDS times
+_REACH_SDS = 10.0
+_BOUND_FACTOR = 10.0
+
 _NO_WORKSPACE = np.zeros(0, dtype=np.int64)
 _NO_WORKSPACE.flags.writeable = False
 
@@ -243,6 +247,49 @@ class Target:
         if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(lo < hi)):
             raise ParameterError("init_box", "init box bounds must be finite with low < high in every coordinate")
         return replace(self, init_low=lo, init_high=hi, spec=self._modified("with_init_box", low=lo, high=hi))
+
+    def divergence_bound(self) -> float:
+        """The default bound ``B`` of a healthy chain: a chain with ``max_i |theta_i| > B`` has diverged.
+
+        ``B = 10 R``, where the *reach* ``R`` is the largest magnitude of any coordinate the
+        target is known to occupy: the corners of the initial box, and every known location
+        ``m`` with spread ``s`` taken as ``|m| + 10 s`` (the mode centres with their standard
+        deviations, the exact mean with the exact marginal standard deviations, a Gaussian
+        prior's mean with its standard deviations).
+
+        Why a healthy chain never crosses it: its draws follow (approximately) the target,
+        whose known locations and spreads are all inside ``R``; ``B`` is a further ``9 R``
+        away, at least 90 of those standard deviations beyond any known mass. A Gaussian tail
+        gives that probability ``exp(-4000)``, an exponential one ``exp(-90)`` per draw; the
+        initial box is inside ``R`` too, so a stable transient starts well within it. A chain
+        that gets there has left the target for good: an unstable step blows up geometrically
+        and crosses ``B`` long before it would overflow, whereas a cyclical schedule's small
+        steps can pull it back before a non-finite check sees anything.
+        """
+        reach = float(max(np.max(np.abs(self.init_low)), np.max(np.abs(self.init_high))))
+
+        def widen(loc, sd):
+            nonlocal reach
+            loc = np.asarray(loc, float)
+            sd = np.broadcast_to(np.asarray(sd, float), loc.shape) if sd is not None else np.zeros(loc.shape)
+            extent = np.abs(loc) + _REACH_SDS * sd
+            if np.all(np.isfinite(extent)):
+                reach = max(reach, float(np.max(extent)))
+
+        if self.mode_centres is not None:
+            sd = None if self.mode_sd is None else np.asarray(self.mode_sd, float)[:, None]
+            widen(self.mode_centres, sd)
+        if self.mean is not None:
+            var = None
+            if self.second_moment is not None:
+                var = np.diag(np.asarray(self.second_moment, float)) - np.asarray(self.mean, float) ** 2
+            widen(self.mean, None if var is None else np.sqrt(np.clip(var, 0.0, None)))
+        precision = self.extras.get("prior_precision")
+        if precision is not None:
+            prec = np.asarray(precision, float)
+            prior_sd = 1.0 / np.sqrt(np.diag(prec) if prec.ndim == 2 else prec)
+            widen(np.broadcast_to(np.asarray(self.extras.get("prior_mean", 0.0), float), (self.dim,)), prior_sd)
+        return _BOUND_FACTOR * reach
 
     def _modified(self, method: str, **kwargs) -> TargetSpec | None:
         if self.spec is None:
