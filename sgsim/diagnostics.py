@@ -1,6 +1,8 @@
 """Diagnostics: mode coverage, moment errors, ESS and R-hat (through ArviZ), cycle weights.
 
-Nothing here runs a sampler: every function takes draws (arrays or InferenceData).
+Nothing here runs a sampler: every function takes draws (arrays or InferenceData). The
+chains that diverged (marked so in a result, or holding non-finite draws) are left out of
+every figure, with a ``RuntimeWarning`` naming them (:func:`healthy_draws`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ __all__ = [
     "rhat",
     "cycle_weights",
     "draws_array",
+    "healthy_draws",
 ]
 
 
@@ -52,10 +55,50 @@ def draws_array(draws, var_name: str = "theta") -> np.ndarray:
     return arr
 
 
-def _pooled(draws) -> np.ndarray:
-    arr = draws_array(draws)
-    arr = arr.reshape(-1, arr.shape[-1])
-    return arr[np.all(np.isfinite(arr), axis=1)]
+def _diverged(draws, arr: np.ndarray | None) -> np.ndarray:
+    """Which chains diverged: marked so in a result, or holding a non-finite draw."""
+    if hasattr(draws, "sample_stats") and "diverged" in draws.sample_stats:
+        bad = np.asarray(draws.sample_stats["diverged"].values).reshape(draws.sample_stats["diverged"].shape[0], -1)
+        bad = bad.any(axis=1)
+    elif hasattr(draws, "constant_data") and "diverged_at" in draws.constant_data:
+        bad = np.asarray(draws.constant_data["diverged_at"].values) > 0
+    else:
+        bad = np.zeros(0 if arr is None else arr.shape[0], bool)
+    if arr is not None:
+        bad = bad | ~np.all(np.isfinite(arr.reshape(arr.shape[0], -1)), axis=1)
+    return bad
+
+
+def _leave_out(bad: np.ndarray, what: str) -> None:
+    if not bad.any():
+        return
+    chains = np.flatnonzero(bad).tolist()
+    if bad.all():
+        raise ValueError(f"every chain diverged ({chains}): there is nothing to compute {what} from")
+    warnings.warn(
+        f"{what}: chains {chains} diverged and are left out; the figure describes the other {int((~bad).sum())}",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def healthy_draws(draws, var_name: str = "theta", what: str = "this diagnostic") -> np.ndarray:
+    """The draws of the chains that did not diverge, shape as :func:`draws_array`.
+
+    A chain counts as diverged when the result marks it so (``sample_stats["diverged"]``,
+    which :func:`sgsim.sample` sets with ``on_divergence="mark"``) or when it holds a
+    non-finite draw. Leaving one out warns (``RuntimeWarning``) naming it; when every chain
+    diverged there is nothing to describe, and that raises ``ValueError``.
+    """
+    arr = draws_array(draws, var_name)
+    bad = _diverged(draws, arr)
+    _leave_out(bad, what)
+    return arr[~bad]
+
+
+def _pooled(draws, what: str) -> np.ndarray:
+    arr = healthy_draws(draws, what=what)
+    return arr.reshape(-1, arr.shape[-1])
 
 
 def mode_counts(draws, centres, radius: float = 0.25) -> np.ndarray:
@@ -71,7 +114,7 @@ def mode_counts(draws, centres, radius: float = 0.25) -> np.ndarray:
         Ball radius ``r > 0``.
     """
     radius = positive_float("radius", radius)
-    x = _pooled(draws)
+    x = _pooled(draws, "mode counts")
     centres = np.asarray(centres, dtype=np.float64)
     if centres.ndim != 2 or centres.shape[1] != x.shape[1]:
         raise ValueError(f"centres must have shape (n_modes, {x.shape[1]}), got {centres.shape}")
@@ -168,13 +211,16 @@ def moment_errors(draws, target) -> dict:
         lead = m["theta_mean"].shape[:-1]  # (chain,) or (chain, particle)
         counts = m["n_draws"].values.reshape((-1,) + (1,) * (len(lead) - 1))
         n = np.broadcast_to(counts, lead).reshape(-1).astype(float)
-        ok = np.all(np.isfinite(mu), axis=1) & (n > 0)
+        bad = _diverged(draws, None)
+        _leave_out(bad, "moment errors")
+        chain_bad = np.broadcast_to(bad.reshape((-1,) + (1,) * (len(lead) - 1)), lead).reshape(-1)
+        ok = np.all(np.isfinite(mu), axis=1) & (n > 0) & ~chain_bad
         mu, cov, n = mu[ok], cov[ok], n[ok]
         mean = n @ mu / n.sum()
         scatter = cov * ((n - 1) / n)[:, None, None] + np.einsum("ci,cj->cij", mu, mu)
         second = np.einsum("c,cij->ij", n, scatter) / n.sum()
     else:
-        x = _pooled(draws)
+        x = _pooled(draws, "moment errors")
         mean = x.mean(0)
         second = x.T @ x / x.shape[0]
     return {
@@ -185,24 +231,28 @@ def moment_errors(draws, target) -> dict:
     }
 
 
-def _dataset(draws, var_name="theta"):
+def _dataset(draws, var_name, what):
     import arviz as az
 
     _needs_draws(draws, "ESS and R-hat")
-    if hasattr(draws, "posterior"):
-        return draws
     arr = draws_array(draws, var_name)
+    bad = _diverged(draws, arr)
+    if hasattr(draws, "posterior") and not bad.any():
+        return draws
+    _leave_out(bad, what)
+    arr = arr[~bad]
     with warnings.catch_warnings():
         # many short chains (replicas) are legitimate here; arviz warns about them
         warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
-        return az.from_dict(posterior={var_name: arr}, dims={var_name: ["dim"]})
+        dims = ["particle", "dim"] if arr.ndim == 4 else ["dim"]
+        return az.from_dict(posterior={var_name: arr}, dims={var_name: dims})
 
 
 def ess(draws, method: str = "bulk", var_name: str = "theta") -> np.ndarray:
     """Effective sample size per dimension, computed by :func:`arviz.ess`."""
     import arviz as az
 
-    out = az.ess(_dataset(draws, var_name), var_names=[var_name], method=method)
+    out = az.ess(_dataset(draws, var_name, "ESS"), var_names=[var_name], method=method)
     return np.asarray(out[var_name].values)
 
 
@@ -210,7 +260,7 @@ def rhat(draws, var_name: str = "theta") -> np.ndarray:
     """Rank-normalised split R-hat per dimension, computed by :func:`arviz.rhat`."""
     import arviz as az
 
-    out = az.rhat(_dataset(draws, var_name), var_names=[var_name])
+    out = az.rhat(_dataset(draws, var_name, "R-hat"), var_names=[var_name])
     return np.asarray(out[var_name].values)
 
 

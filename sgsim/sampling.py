@@ -706,7 +706,8 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
     from . import __version__
 
     tgt, alg = run.target, run.method.algorithm
-    n_draws = run.n_draws
+    # per draw for the storage modes that keep draws; moments keep diverged_at per chain only
+    n_draws = 0 if run.storage == "moments" else run.n_draws
     diverged = np.zeros((n_chains, n_draws), bool)
     if run.storage == "draws":
         theta = buf.out

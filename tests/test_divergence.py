@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -156,3 +157,43 @@ def test_ensembles_are_bounded_too():
         # up to 2.43 without a bound
         init = np.random.default_rng(0).uniform(1.7, 2.1, (8, 2))
         sgsim.sample("mixture_3x3", "svgd", 200, n_particles=8, step_size=0.05, seed=0, init=init, divergence_bound=2.2)
+
+
+def test_diagnostics_leave_diverged_chains_out_and_say_so():
+    from sgsim import diagnostics
+
+    kw = dict(step_size=0.12, friction=0.1, n_cycles=3, explore_fraction=0.25, seed=3, on_divergence="mark")
+    with pytest.warns(RuntimeWarning):
+        r = sgsim.sample("mixture_25", "csghmc", 2000, n_chains=8, **kw)
+    bad = r.constant_data["diverged_at"].values > 0
+    healthy = r.posterior["theta"].values[~bad]
+    t = targets.mixture_25()
+    chains = str(np.flatnonzero(bad).tolist())
+    with pytest.warns(RuntimeWarning, match=re.escape(chains)):
+        cov = diagnostics.mode_coverage(r, t.mode_centres)
+    assert cov == diagnostics.mode_coverage(healthy, t.mode_centres)
+    for fn in (diagnostics.ess, diagnostics.rhat):
+        with pytest.warns(RuntimeWarning, match="left out"):
+            got = fn(r)
+        np.testing.assert_array_equal(got, fn(healthy))
+        assert np.all(np.isfinite(got))
+    with pytest.warns(RuntimeWarning, match="moment errors"):
+        err = diagnostics.moment_errors(r, t)
+    assert err["mean_error"] == diagnostics.moment_errors(healthy, t)["mean_error"]
+    # negative control: a healthy result warns of nothing
+    clean = sgsim.sample("mixture_25", "csghmc", 2000, n_chains=8, **{**kw, "step_size": 0.01})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        diagnostics.mode_coverage(clean, t.mode_centres)
+        diagnostics.ess(clean)
+    # running moments: the diverged chains' partial moments are left out too
+    with pytest.warns(RuntimeWarning):
+        mom = sgsim.sample("mixture_25", "csghmc", 2000, n_chains=8, storage="moments", **kw)
+    with pytest.warns(RuntimeWarning, match=re.escape(chains)):
+        diagnostics.moment_errors(mom, t)
+    # every chain diverged: nothing to describe
+    with pytest.warns(RuntimeWarning):
+        gone = sgsim.sample(THREE_MODES, "csgld", 2000, n_chains=2, step_size=0.09, n_cycles=2, seed=1,
+                            on_divergence="mark")  # fmt: skip
+    with pytest.raises(ValueError, match="every chain diverged"):
+        diagnostics.ess(gone)

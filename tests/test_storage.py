@@ -102,6 +102,19 @@ def test_memory_follows_what_is_kept_not_the_number_of_steps():
     assert peak < 16_000_000, f"peak traced memory {peak / 1e6:.1f} MB"
 
 
+def test_running_moments_hold_nothing_per_draw():
+    # 100 chains x 200,000 averaged draws: anything of one byte per (chain, draw) would be 20 MB
+    sgsim.sample(NOISY, "sgld", 100, n_chains=100, seed=0, step_size=0.05, storage="moments")  # compile first
+    tracemalloc.start()
+    try:
+        result = sgsim.sample(NOISY, "sgld", 200_000, n_chains=100, seed=0, step_size=0.05, storage="moments")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert int(result["moments"]["n_draws"].values[0]) == 200_000
+    assert peak < 10_000_000, f"peak traced memory {peak / 1e6:.1f} MB"
+
+
 def test_bad_storage_is_named():
     with pytest.raises(ValueError, match="storage") as info:
         run("everything")
