@@ -1,8 +1,8 @@
 """Diagnostics: mode coverage, moment errors, ESS and R-hat (through ArviZ), cycle weights.
 
 Nothing here runs a sampler: every function takes draws (arrays or InferenceData). The
-chains that diverged (marked so in a result, or holding non-finite draws) are left out of
-every figure, with a ``RuntimeWarning`` naming them (:func:`healthy_draws`).
+chains a result marks as diverged are left out of every figure, with a ``RuntimeWarning``
+naming them (:func:`healthy_draws`).
 """
 
 from __future__ import annotations
@@ -55,18 +55,14 @@ def draws_array(draws, var_name: str = "theta") -> np.ndarray:
     return arr
 
 
-def _diverged(draws, arr: np.ndarray | None) -> np.ndarray:
-    """Which chains diverged: marked so in a result, or holding a non-finite draw."""
+def _diverged(draws, n_chains: int) -> np.ndarray:
+    """Which chains a result marks as diverged (none for plain arrays)."""
     if hasattr(draws, "sample_stats") and "diverged" in draws.sample_stats:
-        bad = np.asarray(draws.sample_stats["diverged"].values).reshape(draws.sample_stats["diverged"].shape[0], -1)
-        bad = bad.any(axis=1)
-    elif hasattr(draws, "constant_data") and "diverged_at" in draws.constant_data:
-        bad = np.asarray(draws.constant_data["diverged_at"].values) > 0
-    else:
-        bad = np.zeros(0 if arr is None else arr.shape[0], bool)
-    if arr is not None:
-        bad = bad | ~np.all(np.isfinite(arr.reshape(arr.shape[0], -1)), axis=1)
-    return bad
+        marks = np.asarray(draws.sample_stats["diverged"].values)
+        return np.asarray(marks.reshape(marks.shape[0], -1).any(axis=1))
+    if hasattr(draws, "constant_data") and "diverged_at" in draws.constant_data:
+        return np.asarray(draws.constant_data["diverged_at"].values) > 0
+    return np.zeros(n_chains, bool)
 
 
 def _leave_out(bad: np.ndarray, what: str) -> None:
@@ -86,19 +82,21 @@ def healthy_draws(draws, var_name: str = "theta", what: str = "this diagnostic")
     """The draws of the chains that did not diverge, shape as :func:`draws_array`.
 
     A chain counts as diverged when the result marks it so (``sample_stats["diverged"]``,
-    which :func:`sgsim.sample` sets with ``on_divergence="mark"``) or when it holds a
-    non-finite draw. Leaving one out warns (``RuntimeWarning``) naming it; when every chain
-    diverged there is nothing to describe, and that raises ``ValueError``.
+    which :func:`sgsim.sample` sets with ``on_divergence="mark"``); plain arrays carry no
+    marks. Leaving one out warns (``RuntimeWarning``) naming it; when every chain diverged
+    there is nothing to describe, and that raises ``ValueError``.
     """
     arr = draws_array(draws, var_name)
-    bad = _diverged(draws, arr)
+    bad = _diverged(draws, arr.shape[0])
     _leave_out(bad, what)
     return arr[~bad]
 
 
 def _pooled(draws, what: str) -> np.ndarray:
+    # the healthy chains' draws, pooled; a non-finite draw of a plain array is dropped alone
     arr = healthy_draws(draws, what=what)
-    return arr.reshape(-1, arr.shape[-1])
+    arr = arr.reshape(-1, arr.shape[-1])
+    return arr[np.all(np.isfinite(arr), axis=1)]
 
 
 def mode_counts(draws, centres, radius: float = 0.25) -> np.ndarray:
@@ -211,7 +209,7 @@ def moment_errors(draws, target) -> dict:
         lead = m["theta_mean"].shape[:-1]  # (chain,) or (chain, particle)
         counts = m["n_draws"].values.reshape((-1,) + (1,) * (len(lead) - 1))
         n = np.broadcast_to(counts, lead).reshape(-1).astype(float)
-        bad = _diverged(draws, None)
+        bad = _diverged(draws, m["theta_mean"].shape[0])
         _leave_out(bad, "moment errors")
         chain_bad = np.broadcast_to(bad.reshape((-1,) + (1,) * (len(lead) - 1)), lead).reshape(-1)
         ok = np.all(np.isfinite(mu), axis=1) & (n > 0) & ~chain_bad
@@ -236,7 +234,7 @@ def _dataset(draws, var_name, what):
 
     _needs_draws(draws, "ESS and R-hat")
     arr = draws_array(draws, var_name)
-    bad = _diverged(draws, arr)
+    bad = _diverged(draws, arr.shape[0])
     if hasattr(draws, "posterior") and not bad.any():
         return draws
     _leave_out(bad, what)
