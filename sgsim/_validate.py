@@ -20,6 +20,7 @@ __all__ = [
     "integer",
     "boolean",
     "finite_array",
+    "finite_values",
     "spd_matrix",
 ]
 
@@ -83,7 +84,9 @@ def boolean(name: str, value) -> bool:
 
 
 def finite_array(name: str, value, shape: tuple | None = None) -> np.ndarray:
-    """Return ``value`` as a float64 array, requiring finite entries and a given shape."""
+    """Return ``value`` as a float64 array, requiring real finite entries and a given shape."""
+    if _has_complex(value):
+        raise ParameterTypeError(name, f"{name} must hold real numbers, got complex values")
     try:
         arr = np.array(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -93,6 +96,23 @@ def finite_array(name: str, value, shape: tuple | None = None) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise ParameterError(name, f"{name} must contain only finite values")
     return arr
+
+
+def _has_complex(value) -> bool:
+    # complex numbers anywhere in value (a NumPy array, a nested list, a scalar)
+    try:
+        return bool(np.iscomplexobj(value))
+    except (TypeError, ValueError):  # ragged: the float conversion reports it
+        return False
+
+
+def finite_values(name: str, *values, hint: str = "") -> None:
+    """Raise unless every value derived from ``name`` is finite (extreme finite inputs can overflow)."""
+    for v in values:
+        if not np.all(np.isfinite(np.asarray(v, dtype=np.float64))):
+            raise ParameterError(
+                name, f"{name} makes the target's parameters overflow or underflow to non-finite values{hint}"
+            )
 
 
 def spd_matrix(name: str, value, dim: int, *, allow_singular: bool = False) -> np.ndarray:

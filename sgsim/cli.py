@@ -197,9 +197,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_out(out: str, parser) -> None:
+    """Create the output directory and prove it writable, before any sampling."""
+    import tempfile
+
     path = Path(out)
     if path.exists() and not path.is_dir():
         parser.error(f"argument --out: {out} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".sgsim-probe-"):
+            pass
+    except OSError as exc:
+        parser.error(f"argument --out: cannot write to {out}: {exc.strerror or exc}")
 
 
 # --------------------------------------------------------------------------- sgsim run
@@ -527,9 +536,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    if args.command == "run":
-        return _cmd_run(args, args.subparser)
-    return _cmd_reproduce(args, args.subparser, argv)
+    try:
+        if args.command == "run":
+            return _cmd_run(args, args.subparser)
+        return _cmd_reproduce(args, args.subparser, argv)
+    except KeyboardInterrupt:
+        # the sampler stops within one block; results are written whole or not at all
+        print(f"sgsim {args.command}: interrupted; nothing more was written", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

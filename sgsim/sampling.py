@@ -370,7 +370,8 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
     chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
     consts = alg.constants(run.options)
-    bound = sys.float_info.max if run.divergence_bound is None else float(run.divergence_bound)
+    # the largest float when there is no bound (or an overflowing one), so that inf fails it too
+    bound = sys.float_info.max if run.divergence_bound is None else min(float(run.divergence_bound), sys.float_info.max)
     per_replica = run.n_particles if run.interacting else 1
     no_inj = np.zeros((n_rep, 0) + run.member_shape)
     pool = _thread_pool(workers) if workers > 1 else None
@@ -435,6 +436,23 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         for future in futures:
             future.cancel()
         wait(futures)
+
+
+def _check_memory(run: Run, n_chains: int) -> None:
+    """Refuse, before any work, kept draws that would not fit in the machine's memory."""
+    if run.storage != "draws":
+        return
+    need = 8.0 * n_chains * run.n_draws * float(np.prod(run.member_shape))
+    try:
+        total = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # not a POSIX system: let NumPy say it
+        return
+    if need > 0.8 * total:
+        raise ParameterError(
+            "thin",
+            f"keeping {n_chains} x {run.n_draws:,} draws would need {need / 2**30:,.1f} GiB, and this machine has "
+            f"{total / 2**30:,.1f} GiB: keep fewer (thin, burn_in), or use storage='final' or 'moments'",
+        )
 
 
 def _allocate(run: Run, n_rep: int, state0: list[np.ndarray], rngs: np.ndarray) -> _Buffers:
@@ -670,6 +688,7 @@ def sample(
         rngs = _rng.particle_states(seed, n_chains, run.n_particles or 1)
     else:
         rngs = _rng.chain_states(seed, n_chains)
+    _check_memory(run, n_chains)
     buf = _allocate(run, n_chains, state0, rngs)
     keeper = _Keeper(run)
 

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from .._jit import jit
-from .._validate import ParameterError, finite_array
+from .._validate import ParameterError, finite_array, finite_values
 from ._base import Target, factory
 
 
@@ -78,8 +78,8 @@ def exponential_mixture(rates=(1.5, 0.5), weights=(1 / 3, 2 / 3)) -> Target:
     """
     lam = finite_array("rates", rates)
     pi = finite_array("weights", weights, lam.shape)
-    if lam.ndim != 1 or np.any(lam <= 0):
-        raise ParameterError("rates", "rates must be a 1-D array of values > 0")
+    if lam.ndim != 1 or lam.size == 0 or np.any(lam <= 0):
+        raise ParameterError("rates", f"rates must be a 1-D array of at least one value > 0, got shape {lam.shape}")
     if np.any(pi <= 0):
         raise ParameterError("weights", "weights must be > 0")
     pi = pi / pi.sum()
@@ -87,6 +87,7 @@ def exponential_mixture(rates=(1.5, 0.5), weights=(1 / 3, 2 / 3)) -> Target:
     mu_i = -euler - np.log(lam)
     mean = np.array([pi @ mu_i])
     second = np.array([[pi @ (mu_i**2 + np.pi**2 / 6)]])
+    finite_values("weights", pi)
 
     def raw_moment_z(n: int) -> float:
         return float(pi @ (math.factorial(int(n)) / lam ** int(n)))

@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from .._jit import jit
-from .._validate import ParameterError, finite_array
+from .._validate import ParameterError, finite_array, finite_values
 from ._base import Target, factory
 
 _SKIP = -40.0
@@ -174,15 +174,20 @@ def gaussian_mixture(means, variance, weights=None, *, name="gaussian_mixture", 
         if np.any(w <= 0):
             raise ParameterError("weights", "weights must be > 0")
         w = w / w.sum()
-    log_norm = np.log(w) - 0.5 * d * np.log(2 * np.pi * var)
-    half_prec = 0.5 / var
-    # e_j = const_j + lin_j . x - half_prec_j |x|^2: the weights' exponents, expanded; the
-    # rounding this adds is relative 1e-12 near the modes and the gradient keeps x - mu_j
-    lin = 2.0 * half_prec[:, None] * means
-    const = log_norm - half_prec * np.einsum("ki,ki->k", means, means)
-    params = (np.ascontiguousarray(means), np.ascontiguousarray(lin), const, half_prec)
-    mean = w @ means
-    second = np.einsum("k,ki,kj->ij", w, means, means) + np.eye(d) * float(w @ var)
+    # extreme finite inputs overflow here: that is checked, not warned about
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        log_norm = np.log(w) - 0.5 * d * np.log(2 * np.pi * var)
+        half_prec = 0.5 / var
+        # e_j = const_j + lin_j . x - half_prec_j |x|^2: the weights' exponents, expanded; the
+        # rounding this adds is relative 1e-12 near the modes and the gradient keeps x - mu_j
+        lin = 2.0 * half_prec[:, None] * means
+        const = log_norm - half_prec * np.einsum("ki,ki->k", means, means)
+        params = (np.ascontiguousarray(means), np.ascontiguousarray(lin), const, half_prec)
+        mean = w @ means
+        second = np.einsum("k,ki,kj->ij", w, means, means) + np.eye(d) * float(w @ var)
+    hint = ": keep variance and |means|^2 / variance well inside the floating-point range"
+    finite_values("variance", log_norm, half_prec, hint=hint)
+    finite_values("means", lin, const, second, hint=hint)
     if init_box is None:
         span = means.max(0) - means.min(0)
         lo, hi = means.min(0) - span, means.max(0) + span

@@ -324,6 +324,16 @@ def data_target(
     )
 
 
+def _prior_precision(prior_scale: float) -> float:
+    # 1 / s^2 in two divisions, so that an extreme scale gives 0 or inf instead of OverflowError
+    prec = 1.0 / prior_scale / prior_scale
+    if not (np.isfinite(prec) and prec > 0):
+        raise ParameterError(
+            "prior_scale", f"prior_scale = {prior_scale:g} gives a prior precision 1 / prior_scale^2 of {prec:g}"
+        )
+    return prec
+
+
 @factory("logistic_regression")
 def logistic_regression(
     X=None,
@@ -396,7 +406,7 @@ def logistic_regression(
         LOGISTIC,
         X,
         y,
-        prior_precision=1.0 / prior_scale**2,
+        prior_precision=_prior_precision(prior_scale),
         batch_size=batch_size,
         replace=replace,
         init_box=init_box,

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
 from .. import dynamics
-from .._validate import finite_array, integer, real, spd_matrix
+from .._validate import ParameterError, finite_array, integer, real, spd_matrix
 from ..dynamics import LinearStep
 
 __all__ = [
@@ -189,7 +189,8 @@ def _init(init_mean, init_cov, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------------- the engine
 
 
-def _propagate(step: LinearStep, m0, s0) -> GaussianPath:
+@np.errstate(over="ignore", invalid="ignore")  # an unstable law overflows: checked block by block
+def _propagate(step: LinearStep, m0, s0, rate: str = "step_size") -> GaussianPath:
     """Laws of ``x_k = (f0 + s_k f1) x_{k-1} + s_k shift + xi_k``, ``Cov xi_k = sum_j q_jk Q_j``.
 
     ``step`` comes from :mod:`sgsim.dynamics`: ``s`` has shape (..., K), each noise coefficient
@@ -241,6 +242,14 @@ def _propagate(step: LinearStep, m0, s0) -> GaussianPath:
         blk = cov[k0:k1]
         blk += np.swapaxes(blk, -1, -2)
         blk *= 0.5
+        if not (np.all(np.isfinite(blk)) and np.all(np.isfinite(mean[k0:k1]))):
+            bad = k0 + int(np.argmin(np.isfinite(blk).reshape(k1 - k0, -1).all(axis=1)
+                                     & np.isfinite(mean[k0:k1]).reshape(k1 - k0, -1).all(axis=1)))  # fmt: skip
+            raise ParameterError(
+                rate,
+                f"the law leaves the floating-point range at step {bad + 1}: the steps are unstable "
+                f"(the iterates' covariance grows geometrically); reduce {rate}",
+            )
     return GaussianPath(np.moveaxis(mean[..., 0], 0, nb), np.moveaxis(cov, 0, nb))
 
 
@@ -428,7 +437,7 @@ def momentum_sgd_law(A, C, lr, momentum, batch_size, init_mean=None, init_cov=No
     a, c, s, eps, d = _sgdvi_inputs(A, C, lr, batch_size, n_steps)
     mu = real("momentum", momentum, 0.0, 1.0, low_open=True)
     m0, s0 = _init(init_mean, init_cov, 2 * d, d)
-    return _propagate(dynamics.momentum_sgd_linear(a, c, eps, mu, s), m0, s0)
+    return _propagate(dynamics.momentum_sgd_linear(a, c, eps, mu, s), m0, s0, "lr")
 
 
 def preconditioned_sgd_law(A, C, H, lr, batch_size, init_mean=None, init_cov=None, *, n_steps=None) -> GaussianPath:
@@ -462,7 +471,7 @@ def preconditioned_sgd_law(A, C, H, lr, batch_size, init_mean=None, init_cov=Non
     a, c, s, eps, d = _sgdvi_inputs(A, C, lr, batch_size, n_steps)
     h = _spd("H", H, d)
     m0, s0 = _init(init_mean, init_cov, d, d)
-    return _propagate(dynamics.preconditioned_sgd_linear(a, c, h, eps, s), m0, s0)
+    return _propagate(dynamics.preconditioned_sgd_linear(a, c, h, eps, s), m0, s0, "lr")
 
 
 def sgfs_law(A, C, H, E, lr, batch_size, init_mean=None, init_cov=None, *, n_steps=None) -> GaussianPath:
@@ -501,7 +510,7 @@ def sgfs_law(A, C, H, E, lr, batch_size, init_mean=None, init_cov=None, *, n_ste
     h = _spd("H", H, d)
     e = finite_array("E", E, (d, d))
     m0, s0 = _init(init_mean, init_cov, d, d)
-    return _propagate(dynamics.sgfs_linear(a, c, h, e, eps, s), m0, s0)
+    return _propagate(dynamics.sgfs_linear(a, c, h, e, eps, s), m0, s0, "lr")
 
 
 # ----------------------------------------------------------------------------- stationary laws, averages
@@ -509,6 +518,12 @@ def sgfs_law(A, C, H, E, lr, batch_size, init_mean=None, init_cov=None, *, n_ste
 
 def _spectral_radius(f: np.ndarray) -> float:
     return float(np.max(np.abs(np.linalg.eigvals(f))))
+
+
+def _stable(f: np.ndarray) -> None:
+    rho = _spectral_radius(f)
+    if not rho < 1:
+        raise ParameterError("F", f"F must have spectral radius < 1 for a stationary law, got {rho:.6g}")
 
 
 def stationary_covariance(F, Q) -> np.ndarray:
@@ -531,9 +546,7 @@ def stationary_covariance(F, Q) -> np.ndarray:
     f = _square("F", F)
     n = f.shape[0]
     q = _spd("Q", Q, n, allow_singular=True)
-    rho = _spectral_radius(f)
-    if not rho < 1:
-        raise ValueError(f"F must have spectral radius < 1 for a stationary law, got {rho:.6g}")
+    _stable(f)
     p = solve_discrete_lyapunov(f, q)
     return 0.5 * (p + p.T)
 
@@ -549,7 +562,7 @@ def time_average_cov(F, P, T) -> np.ndarray:
     Parameters
     ----------
     F : array_like, shape (n, n)
-        Transition matrix of ``x_{t+1} = F x_t + xi_t``.
+        Transition matrix of ``x_{t+1} = F x_t + xi_t``, spectral radius < 1.
     P : array_like, shape (n, n)
         Stationary covariance of ``x_t`` (see :func:`stationary_covariance`).
     T : int
@@ -559,6 +572,7 @@ def time_average_cov(F, P, T) -> np.ndarray:
     n = f.shape[0]
     p = _spd("P", P, n, allow_singular=True)
     t = integer("T", T, low=1)
+    _stable(f)  # P is a stationary covariance only for a stable F
     eye = np.eye(n)
     # (F^m, sum_{k<m} F^k, sum_{k<m} (m - k) F^k) for a block of m steps; blocks concatenate as
     # W_{m+l} = W_m + l S_m + F^m W_l, S_{m+l} = S_m + F^m S_l

@@ -1,0 +1,153 @@
+"""Inputs checked before any work: each defect found by trying sgsim, pinned by a test.
+
+Every test here failed on main before the fix it pins; each asserts the parameter named by the
+error (``exc.parameter``), so that a message naming the wrong argument fails too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import sgsim
+from sgsim import targets
+from sgsim.theory import exact_law
+
+
+def named(exc_info, parameter):
+    assert exc_info.value.parameter == parameter, f"{exc_info.value!r} names {exc_info.value.parameter!r}"
+
+
+def test_complex_arrays_are_rejected_not_truncated():
+    # np.array(1 + 1j, float) drops the imaginary part with a mere ComplexWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(TypeError, match="complex") as info:
+            sgsim.sample("mixture_25", "sgld", 10, step_size=0.01, init=np.array([1 + 1j, 0.0]))
+        named(info, "init")
+        with pytest.raises(TypeError, match="complex") as info:
+            targets.gaussian_mixture([[1 + 0j, 0.0]], variance=0.1)
+        named(info, "means")
+        with pytest.raises(TypeError, match="complex") as info:
+            targets.mixture_25().with_gradient_noise(np.eye(2) * (1 + 1j))
+        named(info, "cov")
+    # negative control: the same values without an imaginary part pass
+    sgsim.sample("mixture_25", "sgld", 10, step_size=0.01, init=np.array([1.0, 0.0]))
+
+
+@pytest.mark.parametrize(
+    ("build", "parameter"),
+    [
+        (lambda: targets.gaussian_mixture([[1e200, 0.0]], variance=0.1), "means"),
+        (lambda: targets.gaussian_mixture([[1.0, 0.0]], variance=1e-320), "variance"),
+        (lambda: targets.exponential_mixture([], []), "rates"),
+        (lambda: targets.logistic_regression(dataset="heart", prior_scale=1e200), "prior_scale"),
+        (lambda: targets.logistic_regression(dataset="heart", prior_scale=1e-200), "prior_scale"),
+    ],
+)
+def test_extreme_finite_target_inputs_are_named(build, parameter):
+    # they gave NaN or infinite parameters, or raw OverflowError / ZeroDivisionError
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError) as info:
+            build()
+    named(info, parameter)
+
+
+def test_moderate_target_inputs_still_build():
+    # negative control of the test above: large but representable values are fine
+    t = targets.gaussian_mixture([[1e100, 0.0]], variance=1e-10)
+    assert np.all(np.isfinite(t.params[2]))
+    assert np.all(targets.logistic_regression(dataset="heart", prior_scale=1e100).extras["prior_precision"] > 0)
+
+
+def test_an_unstable_law_is_refused_once_it_leaves_the_floats():
+    # 1 - 1.5 * 2 = -2 per step: the variance grows 4x per step and overflows near step 512
+    law = exact_law.sgld_law([[2.0]], [0.0], np.full(100, 1.5))  # exact, if huge: returned
+    assert np.isfinite(law.cov[-1, 0, 0]) and law.cov[-1, 0, 0] > 1e50
+    with pytest.raises(ValueError, match="unstable") as info:
+        exact_law.sgld_law([[2.0]], [0.0], np.full(2000, 1.5))
+    named(info, "step_size")
+    with pytest.raises(ValueError, match="unstable") as info:
+        exact_law.preconditioned_sgd_law([[2.0]], [[1.0]], [[1.0]], np.full(2000, 1.5), 1.0)
+    named(info, "lr")
+
+
+def test_time_average_of_an_unstable_process_is_refused():
+    # F = 2 has no stationary law: it returned 20.31
+    with pytest.raises(ValueError, match="spectral radius") as info:
+        exact_law.time_average_cov([[2.0]], [[0.5]], 10)
+    named(info, "F")
+    # negative control: a stable F, against the direct sum
+    f, p, t = 0.5, 0.5, 10
+    direct = (t * p + 2 * sum((t - k) * f**k * p for k in range(1, t))) / t**2
+    assert exact_law.time_average_cov([[f]], [[p]], t)[0, 0] == pytest.approx(direct, rel=1e-14)
+
+
+def test_numpy_scalars_are_accepted_for_integers_and_reals():
+    r = sgsim.sample(
+        "mixture_25", "sgld", np.int64(100), n_chains=np.int32(2), seed=np.int64(3), step_size=np.float32(0.01),
+        thin=np.int64(10), burn_in=np.int16(5),
+    )  # fmt: skip
+    assert r.posterior["theta"].shape == (2, 10, 2)
+
+
+def test_booleans_are_not_strings():
+    with pytest.raises(TypeError) as info:
+        sgsim.sample("mixture_25", "sgld", 10, step_size=0.01, noise_correction="no")
+    named(info, "noise_correction")
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "sgsim.cli", *args], capture_output=True, text=True, **kw)
+
+
+def test_an_unwritable_out_fails_before_sampling(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    t = time.perf_counter()
+    proc = _cli("run", "--target", "mixture_25", "--method", "sgld", "--n-steps", "10000000", "--step-size", "0.01",
+                "--out", str(blocker / "sub"), "--quiet")  # fmt: skip
+    assert proc.returncode == 2
+    assert "--out" in proc.stderr and "Traceback" not in proc.stderr
+    assert time.perf_counter() - t < 30  # 10^7 steps were never run
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="sends SIGINT to a child process")
+def test_ctrl_c_stops_within_a_block_and_writes_nothing(tmp_path):
+    out = tmp_path / "run"
+    # 64 chains x 10^8 steps: hours of work
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sgsim.cli", "run", "--target", "mixture_25", "--method", "sgld", "--n-steps",
+         "100000000", "--n-chains", "64", "--step-size", "0.01", "--storage", "final", "--out", str(out), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(8)  # import, compile, then sampling
+    assert proc.poll() is None
+    t = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    stopped = time.perf_counter() - t
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert stopped < 10  # a block of 64 chains x 10^4 steps takes well under a second
+    assert not (out / "result.nc").exists()
+    assert [p.name for p in out.iterdir()] == [] if out.exists() else True
+    assert os.path.isdir(tmp_path)
+
+
+def test_draws_that_cannot_fit_in_memory_are_refused_before_sampling():
+    # 64 chains x 10^8 draws x 2 dims = 95 GiB: a raw numpy MemoryError before
+    with pytest.raises(ValueError, match="GiB") as info:
+        sgsim.sample("mixture_25", "sgld", 100_000_000, n_chains=64, step_size=0.01)
+    named(info, "thin")
+    # negative control: the same run keeping only the final states is accepted (not run here)
+    run, _ = sgsim.sampling.prepare("mixture_25", "sgld", 100_000_000, step_size=0.01, storage="final")
+    assert run.n_draws == 1
