@@ -1,7 +1,8 @@
 """sgsim: theory and simulation of stochastic-gradient MCMC.
 
 The main entry point is :func:`sample` (and :func:`replay`, which reruns a result file);
-targets live in :mod:`sgsim.targets`, step-size schedules in :mod:`sgsim.schedules`, the
+targets live in :mod:`sgsim.targets` (a target of one's own takes functions compiled with
+:func:`jit`), step-size schedules in :mod:`sgsim.schedules`, the
 mathematics of each step in :mod:`sgsim.dynamics`, metrics in :mod:`sgsim.diagnostics`.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from . import dynamics, io, schedules, targets  # noqa: E402
+from ._jit import jit  # noqa: E402
 from .integrators import METHODS  # noqa: E402
 from .sampling import DivergenceError, replay, sample  # noqa: E402
 
@@ -18,6 +20,7 @@ __all__ = [
     "replay",
     "DivergenceError",
     "METHODS",
+    "jit",
     "dynamics",
     "io",
     "schedules",

@@ -38,7 +38,8 @@ def jit(func=None, *, cache: bool | None = None, inline: bool = False, parallel:
         The function to compile. When omitted, a decorator is returned.
     cache : bool, optional
         Override the on-disk cache for this function (``False`` for kernels that take
-        compiled functions as arguments, which numba cannot cache).
+        compiled functions as arguments, which numba cannot cache). Code that lives in no
+        file (typed into a console, ``exec``) is compiled without the cache.
     inline : bool
         Inline the function into its callers (numba's ``inline="always"``).
     parallel : bool
@@ -46,14 +47,26 @@ def jit(func=None, *, cache: bool | None = None, inline: bool = False, parallel:
         as plain ``range`` loops: the same function compiled both ways gives the same bits
         when every iteration writes its own outputs).
     """
-    compile_ = numba.njit(
-        nogil=True,
-        cache=_CACHE if cache is None else (cache and _CACHE),
-        fastmath=_FASTMATH,
-        error_model="numpy",
-        inline="always" if inline else "never",
-        parallel=parallel,
-    )
+    use_cache = _CACHE if cache is None else (cache and _CACHE)
+
+    def njit(cached: bool):
+        return numba.njit(
+            nogil=True,
+            cache=cached,
+            fastmath=_FASTMATH,
+            error_model="numpy",
+            inline="always" if inline else "never",
+            parallel=parallel,
+        )
+
+    def compile_(f):
+        try:
+            return njit(use_cache)(f)
+        except RuntimeError as exc:  # code without a file (exec, a console) has no cache locator
+            if "cannot cache" not in str(exc):
+                raise
+            return njit(False)(f)
+
     return compile_ if func is None else compile_(func)
 
 

@@ -57,6 +57,7 @@ _FLAGS = {
     "bandwidth": "--bandwidth",
     "storage": "--storage",
     "divergence_bound": "--divergence-bound",
+    "target": "--target",
 }
 
 
@@ -106,7 +107,7 @@ def _paper_figures():
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``sgsim`` command."""
     from .integrators import METHODS
-    from .targets import TARGETS
+    from .targets import FACTORIES, TARGETS
 
     parser = argparse.ArgumentParser(
         prog="sgsim",
@@ -124,7 +125,21 @@ def build_parser() -> argparse.ArgumentParser:
             "2 * step_size * T."
         ),
     )
-    run.add_argument("--target", required=True, choices=sorted(TARGETS), help="target density")
+    run.add_argument(
+        "--target",
+        required=True,
+        metavar="T",
+        help=f"target density: {', '.join(sorted(set(TARGETS) | set(FACTORIES)))}, or package.module:function "
+        "(a function returning a sgsim Target); arguments with --target-arg",
+    )
+    run.add_argument(
+        "--target-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an argument of the target's factory (repeat); VALUE is read as a Python literal "
+        "(numbers, lists, strings), e.g. --target-arg 'means=[[-1, 0], [1, 0]]' --target-arg variance=0.1",
+    )
     run.add_argument("--method", required=True, choices=sorted(METHODS), help="sampler")
     run.add_argument("--n-steps", required=True, type=int, metavar="N", help="iterations K per chain")
     run.add_argument("--n-chains", type=int, default=1, metavar="C", help="independent chains (default: 1)")
@@ -194,6 +209,22 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--list", action="store_true", help="list the registered entries and exit")
     rep.set_defaults(subparser=rep)
     return parser
+
+
+def _target_args(pairs: list[str], parser) -> dict:
+    """``KEY=VALUE`` strings to keyword arguments, each VALUE a Python literal or else a string."""
+    import ast
+
+    kwargs = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            parser.error(f"argument --target-arg: expected KEY=VALUE, got {pair!r}")
+        try:
+            kwargs[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            kwargs[key] = value
+    return kwargs
 
 
 def _check_out(out: str, parser) -> None:
@@ -322,7 +353,7 @@ def _cmd_run(args, parser) -> int:
         except ValueError:
             parser.error(f"argument --divergence-bound: a number > 0, 'auto' or 'none', got {args.divergence_bound!r}")
     try:
-        target = get_target(args.target)
+        target = get_target(args.target, **_target_args(args.target_arg, parser))
         if args.grad_noise is not None:
             target = target.with_gradient_noise(args.grad_noise)
         n_steps, schedule = args.n_steps, None

@@ -80,10 +80,10 @@ def test_moment_errors_by_hand():
     np.testing.assert_array_equal(err["second_moment"], [[2.0, 2.0], [2.0, 2.0]])
     assert err["mean_error"] == pytest.approx(math.sqrt(2), rel=1e-15)
     assert err["second_moment_error"] == 2.0  # max |[[2, 2], [2, 2]] - I|
+    g = targets.standard_gaussian(1)  # its functions and params (a hand-built target's are checked)
     no_moments = targets.Target(
-        "none", 1, targets.standard_gaussian(1).grad_u, targets.standard_gaussian(1).log_density_fn, (),
-        np.zeros((1, 1)), np.zeros(1), np.ones(1),
-    )  # fmt: skip
+        "none", 1, g.grad_u, g.log_density_fn, g.params, np.zeros((1, 1)), np.zeros(1), np.ones(1)
+    )
     with pytest.raises(ValueError, match="no exact moments"):
         D.moment_errors(draws[:, :1], no_moments)
 

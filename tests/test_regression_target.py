@@ -354,7 +354,7 @@ def test_validation():
     with pytest.raises(NotImplementedError, match="exact gradient only"):
         targets.standard_gaussian(2).stochastic_gradient([0.0, 0.0], np.random.default_rng(0), 1)
     t = small()
-    with pytest.raises(TypeError, match="stochastic_grad_u must be a numba-compiled"):
+    with pytest.raises(TypeError, match="stochastic_grad_u must be a compiled function"):
         replace(t, stochastic_grad_u=lambda *a: None)
     with pytest.raises(TypeError, match="workspace must be"):
         replace(t, workspace=np.arange(40.0))

@@ -9,7 +9,7 @@ result file.
 from __future__ import annotations
 
 from .._validate import ParameterError
-from ._base import FACTORIES, Target, TargetExtras, TargetSpec, build
+from ._base import FACTORIES, Target, TargetExtras, TargetSpec, build, check_functions, from_reference
 from .exponential import exponential_mixture
 from .gaussian import linear_gaussian, standard_gaussian
 from .mixtures import gaussian_mixture, mixture_3x3, mixture_25
@@ -21,6 +21,8 @@ __all__ = [
     "TargetExtras",
     "FACTORIES",
     "build",
+    "check_functions",
+    "from_reference",
     "get",
     "TARGETS",
     "gaussian_mixture",
@@ -42,13 +44,21 @@ TARGETS = {
 
 
 def get(name: str, **kwargs) -> Target:
-    """Build the registered target ``name`` (one of ``TARGETS``) with ``kwargs``."""
+    """Build a target by name with ``kwargs``.
+
+    ``name`` is one of ``TARGETS`` (built with their defaults), a registered factory of
+    ``FACTORIES`` (``"gaussian_mixture"``, ``"logistic_regression"``, ... with their
+    arguments), or ``"package.module:function"``, a user's function that returns a
+    :class:`Target` (see :func:`from_reference`).
+    """
     if isinstance(name, Target):
         return name
-    try:
-        factory = TARGETS[name]
-    except (KeyError, TypeError):
-        raise ParameterError(
-            "target", f"unknown target {name!r}; known targets: {', '.join(sorted(TARGETS))}"
-        ) from None
-    return factory(**kwargs)
+    if isinstance(name, str) and name in TARGETS:
+        return TARGETS[name](**kwargs)
+    if isinstance(name, str) and (name in FACTORIES or ":" in name):
+        return from_reference(name, **kwargs)
+    raise ParameterError(
+        "target",
+        f"unknown target {name!r}; known targets: {', '.join(sorted(set(TARGETS) | set(FACTORIES)))}, "
+        "or 'package.module:function'",
+    )

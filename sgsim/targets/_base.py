@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
+import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -13,9 +15,9 @@ import numpy as np
 
 from .. import rng as _rng
 from .._jit import is_compiled, jit
-from .._validate import ParameterError, ParameterTypeError, spd_matrix
+from .._validate import ParameterError, ParameterTypeError, finite_array, integer, spd_matrix
 
-__all__ = ["Target", "TargetSpec", "TargetExtras", "FACTORIES", "factory", "build"]
+__all__ = ["Target", "TargetSpec", "TargetExtras", "FACTORIES", "factory", "build", "check_functions", "from_reference"]
 
 
 class TargetExtras(TypedDict, total=False):
@@ -122,9 +124,11 @@ class Target:
         The arrays and numbers that ``grad_u`` and ``log_density_fn`` read.
     grad_noise_cov : ndarray, shape (d, d)
         Covariance ``V`` of the additive Gaussian noise that emulates a stochastic gradient,
-        ``grad_u(theta) + zeta`` with ``zeta ~ N(0, V)``; zero for exact gradients.
+        ``grad_u(theta) + zeta`` with ``zeta ~ N(0, V)``; zero for exact gradients (the
+        default).
     init_low, init_high : ndarray, shape (d,)
-        Box from which initial points are drawn uniformly when none are given.
+        Box from which initial points are drawn uniformly when none are given; ``[-1, 1]^d``
+        by default.
     mean, second_moment : ndarray or None
         Exact ``E[theta]`` and ``E[theta theta^T]`` where known.
     mode_centres : ndarray or None
@@ -159,9 +163,9 @@ class Target:
     grad_u: Callable
     log_density_fn: Callable
     params: tuple
-    grad_noise_cov: np.ndarray
-    init_low: np.ndarray
-    init_high: np.ndarray
+    grad_noise_cov: np.ndarray = None  # type: ignore[assignment]  # None: zeros, set in __post_init__
+    init_low: np.ndarray = None  # type: ignore[assignment]  # None: -1 in every coordinate
+    init_high: np.ndarray = None  # type: ignore[assignment]  # None: +1 in every coordinate
     mean: np.ndarray | None = None
     second_moment: np.ndarray | None = None
     mode_centres: np.ndarray | None = None
@@ -173,6 +177,10 @@ class Target:
     spec: TargetSpec | None = None
 
     def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ParameterTypeError("name", f"name must be a non-empty string, got {self.name!r}")
+        d = integer("dim", self.dim, low=1)
+        object.__setattr__(self, "dim", d)
         for attr in ("grad_u", "log_density_fn", "stochastic_grad_u"):
             value = getattr(self, attr)
             if attr == "stochastic_grad_u" and value is None:
@@ -180,9 +188,37 @@ class Target:
             if not is_compiled(value):
                 raise ParameterTypeError(
                     attr,
-                    f"Target.{attr} must be a numba-compiled function (decorate it with "
-                    f"sgsim._jit.jit or numba.njit); got a plain {type(value).__name__}",
+                    f"Target.{attr} must be a compiled function (decorate it with sgsim.jit); "
+                    f"got a plain {type(value).__name__}",
                 )
+        if not isinstance(self.params, tuple):
+            raise ParameterTypeError("params", f"params must be a tuple, got {type(self.params).__name__}")
+        cov = np.zeros((d, d)) if self.grad_noise_cov is None else self.grad_noise_cov
+        object.__setattr__(self, "grad_noise_cov", spd_matrix("grad_noise_cov", cov, d, allow_singular=True))
+        for attr, default in (("init_low", -1.0), ("init_high", 1.0)):
+            value = getattr(self, attr)
+            value = np.full(d, default) if value is None else finite_array(attr, value)
+            if value.shape != (d,):
+                if value.ndim != 0:
+                    raise ParameterError(
+                        attr, f"{attr} must be a number or have shape ({d},) (dim = {d}), got {value.shape}"
+                    )
+                value = np.full(d, float(value))
+            object.__setattr__(self, attr, value)
+        if not np.all(self.init_low < self.init_high):
+            raise ParameterError("init_high", "init_high must exceed init_low in every coordinate")
+        for attr, shape in (("mean", (d,)), ("second_moment", (d, d))):
+            if getattr(self, attr) is not None:
+                object.__setattr__(self, attr, finite_array(attr, getattr(self, attr), shape))
+        if self.mode_centres is not None:
+            centres = finite_array("mode_centres", self.mode_centres)
+            if centres.ndim != 2 or centres.shape[1] != d:
+                raise ParameterError(
+                    "mode_centres", f"mode_centres must have shape (n_modes, {d}), got {centres.shape}"
+                )
+            object.__setattr__(self, "mode_centres", centres)
+            if self.mode_sd is not None:
+                object.__setattr__(self, "mode_sd", finite_array("mode_sd", self.mode_sd, (centres.shape[0],)))
         work = self.workspace
         if not (isinstance(work, np.ndarray) and work.dtype == np.int64 and work.ndim == 1):
             raise ParameterTypeError("workspace", f"Target.workspace must be a 1-D int64 array, got {work!r:.60}")
@@ -191,6 +227,8 @@ class Target:
             work = work.copy()
             work.flags.writeable = False
             object.__setattr__(self, "workspace", work)
+        if not _TRUSTED.get():
+            check_functions(self)
 
     def new_workspace(self) -> np.ndarray:
         """A fresh copy of :attr:`workspace`: the per-chain buffer of ``stochastic_grad_u``."""
@@ -385,6 +423,105 @@ class Target:
 FACTORIES: dict[str, Callable[..., Target]] = {}
 
 
+_TRUSTED: contextvars.ContextVar[bool] = contextvars.ContextVar("sgsim_trusted_target", default=False)
+_CHECK_SEED = 20_201  # the points at which a hand-built target's functions are checked
+_CHECK_POINTS = 3
+_CHECK_COORDS = 8
+
+
+def _typing_error(name: str, signature: str, target: Target, exc: Exception) -> ParameterTypeError:
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return ParameterTypeError(
+        name,
+        f"{name} must accept {signature} with theta and out float64 arrays of shape ({target.dim},) and this "
+        f"target's params ({len(target.params)} items); calling it failed: {first[:300]}",
+    )
+
+
+def check_functions(target: Target) -> None:
+    """Check a target's compiled functions against each other; raise naming what is wrong.
+
+    Run when a target is built by hand (:class:`Target`), at a few points drawn (with a fixed
+    seed) from its initial box:
+
+    1. ``grad_u(theta, params, out)`` and ``log_density_fn(theta, params)`` can be called with
+       float64 arrays of shape ``(d,)`` (a wrong signature or ``dim`` names the function);
+    2. ``grad_u`` writes a finite value into every entry of ``out`` (one that returns its
+       result instead of writing it leaves ``out`` untouched) and ``log_density_fn`` returns
+       a finite number;
+    3. ``grad_u`` agrees with central differences of ``-log_density_fn`` in up to eight
+       coordinates per point. The tolerance is ten times the difference quotient's own
+       error, estimated from the quotients at steps ``h`` and ``h/2`` (their difference is
+       three times the truncation error of the second) plus its rounding error
+       ``8 eps (|U| + 1) / h``, plus ``1e-7 (1 + |g|)``: a correct gradient passes, a sign
+       error, a wrong factor or a gradient of ``log p`` instead of ``U = -log p`` does not;
+    4. a ``stochastic_grad_u`` can be called and writes a finite value.
+    """
+    d = target.dim
+    rng = np.random.default_rng(_CHECK_SEED)
+    points = rng.uniform(target.init_low, target.init_high, size=(_CHECK_POINTS, d))
+    eps = np.finfo(np.float64).eps
+    for x in points:
+        out = np.full(d, np.nan)
+        try:
+            returned = target.grad_u(x.copy(), target.params, out)
+        except Exception as exc:  # a numba typing error, or any error of the user's function
+            raise _typing_error("grad_u", "(theta, params, out)", target, exc) from None
+        if not np.all(np.isfinite(out)):
+            said = " (it returned a value: it must write into out instead)" if returned is not None else ""
+            raise ParameterError(
+                "grad_u",
+                f"grad_u(theta, params, out) left out without a finite gradient at theta = {np.array2string(x, 4)}"
+                f"{said}",
+            )
+
+        def u(z):
+            try:
+                value = target.log_density_fn(z, target.params)
+            except Exception as exc:
+                raise _typing_error("log_density_fn", "(theta, params) -> float", target, exc) from None
+            if not isinstance(value, (float, int, np.floating, np.integer)) or not np.isfinite(value):
+                raise ParameterError(
+                    "log_density_fn",
+                    f"log_density_fn(theta, params) must return a finite number, got {value!r} "
+                    f"at theta = {np.array2string(z, 4)}",
+                )
+            return -float(value)
+
+        u0 = u(x.copy())
+        coords = rng.choice(d, size=min(d, _CHECK_COORDS), replace=False)
+        for i in coords:
+            h = 1e-4 * max(1.0, abs(x[i]))
+
+            def quotient(step, i=i, x=x):
+                up, down = x.copy(), x.copy()
+                up[i] += step
+                down[i] -= step
+                return (u(up) - u(down)) / (2.0 * step)
+
+            coarse, fine = quotient(h), quotient(h / 2)
+            tol = 10.0 * (abs(coarse - fine) / 3.0 + 8.0 * eps * (abs(u0) + 1.0) / h) + 1e-7 * (1.0 + abs(out[i]))
+            if not abs(out[i] - fine) <= tol:
+                raise ParameterError(
+                    "grad_u",
+                    f"grad_u disagrees with the finite differences of -log_density_fn in coordinate {i} at theta = "
+                    f"{np.array2string(x, 4)}: grad_u gives {out[i]:.6g}, -d log p / d theta_{i} = {fine:.6g} "
+                    f"(tolerance {tol:.2g}). grad_u must be the gradient of U = -log p, written into out",
+                )
+    if target.stochastic_grad_u is not None:
+        from .. import rng as _rng
+
+        out = np.full(d, np.nan)
+        try:
+            target.stochastic_grad_u(
+                points[0].copy(), target.params, out, _rng.chain_states(_CHECK_SEED, 1)[0], target.new_workspace()
+            )
+        except Exception as exc:
+            raise _typing_error("stochastic_grad_u", "(theta, params, out, rng, work)", target, exc) from None
+        if not np.all(np.isfinite(out)):
+            raise ParameterError("stochastic_grad_u", "stochastic_grad_u left out without a finite gradient")
+
+
 def _plain(value):
     # arguments are recorded as plain data: arrays stay arrays, numpy scalars become Python's
     if isinstance(value, np.generic):
@@ -407,11 +544,20 @@ def factory(name: str):
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            target = func(*args, **kwargs)
+            # a registered constructor's functions are tested by the test-suite, not at each call
+            token = _TRUSTED.set(True)
+            try:
+                target = func(*args, **kwargs)
+            finally:
+                _TRUSTED.reset(token)
             bound = sig.bind(*args, **kwargs)
             bound.apply_defaults()
             spec = TargetSpec(name, {k: _plain(v) for k, v in bound.arguments.items()})
-            return replace(target, spec=spec)
+            token = _TRUSTED.set(True)
+            try:
+                return replace(target, spec=spec)
+            finally:
+                _TRUSTED.reset(token)
 
         if name in FACTORIES:
             raise ValueError(f"a target factory named {name!r} is already registered")
@@ -421,17 +567,54 @@ def factory(name: str):
     return decorate
 
 
+def from_reference(ref: str, **kwargs) -> Target:
+    """Build a target from a registered factory's name or a ``"package.module:function"`` reference.
+
+    The function is called with ``kwargs`` and must return a :class:`Target`; the result
+    records ``TargetSpec(ref, kwargs)``, so that a run on it can be replayed wherever the
+    module can be imported.
+    """
+    if not isinstance(ref, str):
+        raise ParameterTypeError("target", f"target must be a name or 'module:function', got {type(ref).__name__}")
+    if ":" not in ref:
+        if ref not in FACTORIES:
+            raise ParameterError(
+                "target",
+                f"unknown target factory {ref!r}; known: {', '.join(sorted(FACTORIES))}, or 'package.module:function'",
+            )
+        return FACTORIES[ref](**kwargs)
+    module_name, _, attr = ref.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ParameterError("target", f"cannot import {module_name!r} (from target {ref!r}): {exc}") from None
+    make = getattr(module, attr, None)
+    if not callable(make):
+        raise ParameterError("target", f"{module_name!r} has no function {attr!r} (from target {ref!r})")
+    target = make(**kwargs)
+    if not isinstance(target, Target):
+        raise ParameterTypeError("target", f"{ref} returned {type(target).__name__}, not a sgsim Target")
+    token = _TRUSTED.set(True)  # checked when make built it
+    try:
+        return replace(target, spec=TargetSpec(ref, {k: _plain(v) for k, v in kwargs.items()}))
+    finally:
+        _TRUSTED.reset(token)
+
+
 def build(spec: TargetSpec) -> Target:
     """Rebuild the target that ``spec`` describes (its factory, then its modifiers in order)."""
     if not isinstance(spec, TargetSpec):
         raise ParameterTypeError("spec", f"spec must be a TargetSpec, got {type(spec).__name__}")
-    try:
-        make = FACTORIES[spec.factory]
-    except KeyError:
-        raise ParameterError(
-            "spec", f"unknown target factory {spec.factory!r}; known: {', '.join(sorted(FACTORIES))}"
-        ) from None
-    target = make(**spec.kwargs)
+    if ":" in spec.factory:
+        target = from_reference(spec.factory, **spec.kwargs)
+    else:
+        try:
+            make = FACTORIES[spec.factory]
+        except KeyError:
+            raise ParameterError(
+                "spec", f"unknown target factory {spec.factory!r}; known: {', '.join(sorted(FACTORIES))}"
+            ) from None
+        target = make(**spec.kwargs)
     for method, kwargs in spec.modifiers:
         if method not in ("with_gradient_noise", "with_init_box"):
             raise ParameterError("spec", f"unknown target modifier {method!r}")
