@@ -2,9 +2,13 @@
 
 ``sgsim run``
     One call of :func:`sgsim.sample` from the shell. Writes ``DIR/result.nc`` (the
-    InferenceData, netCDF) and ``DIR/density.png``, both atomically, and prints a summary:
-    draws, time, seed, mode coverage ([cSG] App. A.1) for targets with mode centres,
-    moment errors for targets with exact moments.
+    InferenceData, netCDF) and ``DIR/density.png``, each atomically, then
+    ``DIR/manifest.json`` (the files of the complete run with their SHA-256; a previous run's
+    manifest and figure are removed before the new result is written, so an interrupted
+    write never leaves a new result beside an old figure), and prints a summary: draws,
+    time, seed, mode coverage ([cSG] App. A.1) for targets with mode centres, moment errors
+    for targets with exact moments. The output directory is created and checked writable
+    before any sampling; Ctrl-C stops within one block of steps and exits with status 130.
 ``sgsim reproduce``
     Runs the registered scripts of ``paper_figures/`` (installed as ``sgsim._paper_figures``)
     in order: the synthetic results of "Cyclical Stochastic Gradient MCMC for Bayesian Deep
@@ -211,6 +215,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_MANIFEST = "manifest.json"
+
+
+def _write_manifest(out: Path, files: list[Path], seed) -> None:
+    import hashlib
+    import json
+
+    from .io import atomic_write_text
+
+    digests = {}
+    for f in files:
+        h = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        digests[f.name] = h.hexdigest()
+    record = {"complete": True, "sgsim_version": __version__, "seed": str(seed), "files": digests}
+    atomic_write_text(out / _MANIFEST, json.dumps(record, indent=2) + "\n")
+
+
 def _target_args(pairs: list[str], parser) -> dict:
     """``KEY=VALUE`` strings to keyword arguments, each VALUE a Python literal or else a string."""
     import ast
@@ -388,12 +412,18 @@ def _cmd_run(args, parser) -> int:
         parser.error(_flag_message(exc))
 
     out = Path(args.out)
+    # a previous run's figure and manifest go first: a kill between the writes below never
+    # leaves the new result beside an old figure, and manifest.json, written last, lists the
+    # files of a complete run (with their SHA-256)
+    for stale in (_MANIFEST, "density.png"):
+        (out / stale).unlink(missing_ok=True)
     result = write_result(idata, out / "result.nc")
     written = [str(result)]
     has_draws = "posterior" in idata.groups()
     if has_draws:
         fig = density_figure(idata, target)
         written.append(str(atomic_savefig(fig, out / "density.png", dpi=110)))
+    _write_manifest(out, [Path(w) for w in written], idata.attrs["seed"])
     wall = time.perf_counter() - t0
     seed = idata.attrs["seed"]
     ensembles = f" of {args.n_particles} particles" if args.n_particles else ""

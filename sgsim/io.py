@@ -6,7 +6,10 @@ destination with :func:`os.replace` (atomic on POSIX and Windows when both paths
 same file system). A reader therefore sees either the old file or the complete new one,
 never a half-written file, and a run that is interrupted (Ctrl-C, a crash, a full disk)
 keeps everything it finished before. If the writer raises, the temporary file is removed
-and the destination is left as it was.
+and the destination is left as it was. A temporary file carries its writer's process id:
+those of writes that were killed are removed by the next write of the same file. The free
+space is checked against the size to be written before a result is written, so that a full
+disk is an ``OSError`` saying so rather than a crash of the HDF5 library half-way.
 
 Results are :class:`arviz.InferenceData` stored as netCDF-4 (HDF5) through ``h5netcdf``.
 HDF5 attributes hold at most 64-bit integers, while :func:`sgsim.sample` with
@@ -17,7 +20,9 @@ restored by :func:`read_result` (their names are listed in the attribute
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +30,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["atomic_write", "atomic_write_text", "atomic_savefig", "write_result", "read_result"]
+__all__ = [
+    "atomic_write",
+    "atomic_write_text",
+    "atomic_savefig",
+    "write_result",
+    "read_result",
+    "remove_stale_temporaries",
+    "check_free_space",
+]
 
 _BIGINT_KEY = "sgsim_int_as_str"
 _INT64 = np.iinfo(np.int64)
@@ -52,7 +65,52 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | os.PathLike, writer: Callable[[Path], Any]) -> Path:
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):  # alive but not ours, or no way to tell: keep its file
+        return True
+    return True
+
+
+def remove_stale_temporaries(dest: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files that killed writes of ``dest`` left behind; return them.
+
+    A temporary file is named ``.<name>.<pid>.<random>.tmp`` after the process writing it;
+    it is stale when that process no longer exists (a write in progress is never touched).
+    """
+    dest = Path(dest)
+    removed = []
+    for tmp in dest.parent.glob(f".{dest.name}.*.tmp"):
+        pid = tmp.name[len(dest.name) + 2 :].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            try:
+                tmp.unlink()
+                removed.append(tmp)
+            except OSError:
+                pass
+    return removed
+
+
+def check_free_space(directory: str | os.PathLike, n_bytes: float, what: str) -> None:
+    """Raise ``OSError`` (ENOSPC) unless ``directory`` has room for ``n_bytes`` and 1% more.
+
+    Checked before a write starts, so that a full disk gives this message instead of a
+    failure half-way through (HDF5 does not always survive one).
+    """
+    free = shutil.disk_usage(directory).free
+    need = 1.01 * float(n_bytes) + (1 << 20)
+    if need > free:
+        raise OSError(
+            errno.ENOSPC,
+            f"not enough free space in {directory} to write {what}: it needs about {need / 2**20:,.1f} MiB "
+            f"and {free / 2**20:,.1f} MiB are free",
+        )
+
+
+def atomic_write(path: str | os.PathLike, writer: Callable[[Path], Any], size_hint: float = 0.0) -> Path:
     """Create or replace ``path`` atomically with what ``writer`` writes.
 
     Parameters
@@ -63,15 +121,24 @@ def atomic_write(path: str | os.PathLike, writer: Callable[[Path], Any]) -> Path
         ``writer(tmp_path)`` writes the complete content to ``tmp_path``, a fresh empty
         file in the same directory as ``path``. If it raises, the temporary file is
         deleted, ``path`` is left untouched and the exception propagates.
+    size_hint : float
+        Bytes the content will take about: the free space is checked for them first
+        (:func:`check_free_space`).
 
     Returns
     -------
     pathlib.Path
         The destination path.
+
+    Temporary files that earlier killed writes of ``path`` left behind are removed first
+    (:func:`remove_stale_temporaries`).
     """
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    remove_stale_temporaries(dest)
+    if size_hint:
+        check_free_space(dest.parent, size_hint, str(dest))
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.{os.getpid()}.", suffix=".tmp")
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -167,7 +234,13 @@ def write_result(idata: Any, path: str | os.PathLike) -> Path:
     def write(tmp: Path) -> None:
         clean.to_netcdf(str(tmp), engine="h5netcdf")
 
-    return atomic_write(path, write)
+    # the arrays' bytes: netCDF adds little to them (no compression here)
+    size = sum(
+        var.nbytes
+        for name in idata.groups()
+        for var in list(idata[name].data_vars.values()) + list(idata[name].coords.values())
+    )
+    return atomic_write(path, write, size_hint=size)
 
 
 def read_result(path: str | os.PathLike) -> Any:

@@ -286,3 +286,25 @@ def test_wheel_lists_every_subpackage():
     }
     assert set(config["packages"]) == on_disk
     assert config["package-dir"]["sgsim._paper_figures"] == "paper_figures"
+
+
+def test_run_writes_a_manifest_last_and_never_leaves_an_old_figure_beside_a_new_result(tmp_path, monkeypatch):
+    import json
+
+    from sgsim import cli
+
+    out = tmp_path / "run"
+    args = ["run", "--target", "mixture_25", "--method", "sgld", "--n-steps", "300", "--step-size", "0.01",
+            "--seed", "1", "--out", str(out), "--quiet"]  # fmt: skip
+    assert cli.main(args) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] and set(manifest["files"]) == {"result.nc", "density.png"}
+
+    # a second run into the same folder, killed after its result: the old figure is gone
+    def killed(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("sgsim.io.atomic_savefig", killed)
+    assert cli.main([a if a != "1" else "2" for a in args]) == 130  # another seed
+    assert (out / "result.nc").exists()
+    assert not (out / "density.png").exists() and not (out / "manifest.json").exists()

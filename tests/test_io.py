@@ -1,5 +1,6 @@
 """sgsim.io: atomic writes and the netCDF round trip of results."""
 
+import errno
 import os
 
 import numpy as np
@@ -118,3 +119,39 @@ def test_seed_beyond_64_bits_survives_the_round_trip(tmp_path):
 def test_read_result_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="no result file"):
         read_result(tmp_path / "nothing.nc")
+
+
+def test_stale_temporaries_of_killed_writes_are_removed(tmp_path):
+    import subprocess
+    import sys
+
+    from sgsim.io import atomic_write_text
+
+    dest = tmp_path / "r.txt"
+    # a process that has exited: its pid is free
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".r.txt.{int(dead.stdout)}.abc123.tmp"
+    stale.write_bytes(b"x" * 1000)
+    live = tmp_path / f".r.txt.{os.getppid()}.def456.tmp"  # a writer still running: kept
+    live.write_bytes(b"y")
+    other = tmp_path / ".other.txt.1.ghi.tmp"  # another file's: not ours to judge
+    other.write_bytes(b"z")
+    atomic_write_text(dest, "done")
+    assert dest.read_text() == "done"
+    assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_a_full_disk_is_a_clear_error_before_writing(tmp_path, monkeypatch):
+    import shutil
+
+    from sgsim import io as sio
+
+    idata = sgsim.sample("mixture_25", "sgld", 2000, n_chains=4, step_size=0.01, seed=0)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(sio.shutil, "disk_usage", lambda p: usage._replace(free=10_000))
+    with pytest.raises(OSError, match="not enough free space") as info:
+        sio.write_result(idata, tmp_path / "r.nc")
+    assert info.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+    monkeypatch.undo()  # negative control: with the real free space it is written
+    assert sio.write_result(idata, tmp_path / "r.nc").exists()

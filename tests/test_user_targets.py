@@ -127,7 +127,7 @@ def test_the_readme_banana_runs_as_printed():
     section = text[text.index("### A target of your own") :]
     start = section.index("```python") + len("```python")
     code = section[start : section.index("```", start)]
-    assert len(code.strip().splitlines()) < 20
+    assert len([line for line in code.splitlines() if line.strip()]) < 20  # lines of code
     scope: dict = {}
     exec(compile(code, "<README>", "exec"), scope)  # noqa: S102  (the README's own example)
     theta = scope["idata"].posterior["theta"].values
