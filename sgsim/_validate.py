@@ -120,7 +120,10 @@ def spd_matrix(name: str, value, dim: int, *, allow_singular: bool = False) -> n
     arr = finite_array(name, value, (dim, dim))
     if not np.allclose(arr, arr.T, rtol=1e-12, atol=1e-14):
         raise ParameterError(name, f"{name} must be symmetric")
-    arr = 0.5 * (arr + arr.T)
+    with np.errstate(over="ignore"):
+        arr = 0.5 * (arr + arr.T)
+    if not np.all(np.isfinite(arr)):
+        raise ParameterError(name, f"{name} has entries too large to symmetrise (beyond 8.9e307)")
     lam_min = np.linalg.eigvalsh(arr)[0] if dim else 0.0
     scale = max(1.0, float(np.max(np.abs(arr)))) if dim else 1.0
     if allow_singular:

@@ -667,6 +667,12 @@ def sample(
 
     theta0 = _initial("init", init, lead, member, default_init)
     if run.divergence_bound is not None and np.max(np.abs(theta0)) > run.divergence_bound:
+        if init is None:  # drawn from the target's box: the bound is what is wrong
+            raise ParameterError(
+                "divergence_bound",
+                f"divergence_bound {run.divergence_bound:.4g} lies inside the target's initial box (chains start at "
+                f"|theta_i| up to {np.max(np.abs(theta0)):.4g}): raise it, give init, or turn it off (None)",
+            )
         raise ParameterError(
             "init",
             f"init has |theta_i| = {np.max(np.abs(theta0)):.4g} beyond divergence_bound {run.divergence_bound:.4g}: "

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .._jit import jit
-from .._validate import ParameterError, finite_array, spd_matrix
+from .._validate import ParameterError, finite_array, finite_values, spd_matrix
 from ._base import Target, factory
 
 
@@ -56,16 +56,26 @@ def linear_gaussian(precision, shift=None, grad_noise_cov=None, *, name="linear_
     name : str
         Name recorded in results.
     """
-    prec = np.atleast_2d(np.asarray(precision, dtype=np.float64))
+    prec = np.atleast_2d(finite_array("precision", precision))
+    if prec.ndim != 2 or prec.shape[0] != prec.shape[1] or prec.shape[0] < 1:
+        raise ParameterError("precision", f"precision must be a square matrix (or a number), got shape {prec.shape}")
     d = prec.shape[0]
     prec = spd_matrix("precision", prec, d)
     b = np.zeros(d) if shift is None else finite_array("shift", shift, (d,))
-    cov = np.linalg.inv(prec)
-    cov = 0.5 * (cov + cov.T)
-    mean = cov @ b
-    _, logdet = np.linalg.slogdet(prec)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        cov = np.linalg.inv(prec)
+        cov = 0.5 * (cov + cov.T)
+        mean = cov @ b
+        _, logdet = np.linalg.slogdet(prec)
     log_norm = 0.5 * logdet - 0.5 * d * math.log(2 * math.pi)
-    chol = np.linalg.cholesky(cov)
+    hint = ": keep its eigenvalues and their inverses well inside the floating-point range"
+    finite_values("precision", cov, log_norm, hint=hint)
+    finite_values("shift", mean)
+    try:
+        chol = np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:
+        msg = "precision is too ill-conditioned: its inverse is not positive definite"
+        raise ParameterError("precision", msg) from None
 
     def sampler(rng, n):
         return mean + rng.standard_normal((n, d)) @ chol.T

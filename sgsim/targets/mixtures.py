@@ -164,7 +164,10 @@ def gaussian_mixture(means, variance, weights=None, *, name="gaussian_mixture", 
     if means.ndim != 2 or means.shape[0] < 1 or means.shape[1] < 1:
         raise ParameterError("means", f"means must have shape (n_components, d), got {means.shape}")
     k, d = means.shape
-    var = finite_array("variance", np.broadcast_to(np.asarray(variance, float), (k,)))
+    var = finite_array("variance", variance)
+    if var.shape not in ((), (k,)):
+        raise ParameterError("variance", f"variance must be a number or have shape ({k},), got {var.shape}")
+    var = np.broadcast_to(var, (k,))
     if np.any(var <= 0):
         raise ParameterError("variance", "variance must be > 0 for every component")
     if weights is None:
@@ -194,6 +197,8 @@ def gaussian_mixture(means, variance, weights=None, *, name="gaussian_mixture", 
         lo, hi = np.where(span > 0, lo, lo - 1), np.where(span > 0, hi, hi + 1)
     else:
         lo, hi = np.full(d, float(init_box[0])), np.full(d, float(init_box[1]))
+    if init_box is None and not np.all(lo < hi):
+        raise ParameterError("means", "means are too large for a unit of spread around them to be representable")
     sd = np.sqrt(var)
 
     def sampler(rng, n):
