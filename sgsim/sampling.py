@@ -49,7 +49,8 @@ from . import targets as _targets
 from ._validate import ParameterError, ParameterTypeError, boolean, finite_array, integer, positive_float
 from .integrators import INTERACTING, get_method
 from .integrators._base import Method, unknown_options
-from .integrators._loop import MOMENTS, NOTHING, chain_loop, ensemble_loop
+from .integrators._kernel_cache import cached_chain_loop
+from .integrators._loop import MOMENTS, NOTHING, chain_loop, ensemble_loop, stay
 from .integrators._noise import NoiseBasis, noise_basis, noise_factors
 from .results import STORAGE_MODES, RunOutput, to_inference_data
 from .schedules import Schedule, ScheduleBlock, from_description
@@ -356,6 +357,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     n_rep = buf.state.shape[0]
     k_start, k_stop = (0, run.schedule.n_steps) if k_range is None else k_range
     d = target.dim
+    cached = None
     if run.interacting:
         parallel = (run.n_particles or 0) >= PARALLEL_PARTICLES and n_threads > 1 and alg.parallel_step is not None
         loop = ensemble_loop(alg.parallel_step if parallel else alg.step)
@@ -363,9 +365,13 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     else:
         parallel = False
         move, update = alg.step if isinstance(alg.step, tuple) else (None, alg.step)
-        loop = chain_loop(move, update)
+        # from numba's disk cache where the gradient can be compiled in (a second process then
+        # starts sampling at once), else compiled in memory with the gradient as an argument
+        cached = cached_chain_loop(move or stay, update, target.grad_u, target.stochastic_grad_u)
+        loop = chain_loop(move, update) if cached is None else cached
         workers = min(n_threads, n_rep)
     # several chunks per thread balance uneven chains; a handful of chains gets one chunk per thread
+    gradients = (target.grad_u, target.stochastic_grad_u) if run.interacting or cached is None else (None, None)
     n_chunks = 1 if workers == 1 else (workers if n_rep <= 4 * workers else 4 * workers)
     bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
     chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
@@ -396,7 +402,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         m0, m1 = c0 * per_replica, c1 * per_replica
         args = (
             buf.state[c0:c1], buf.rngs[c0:c1], buf.works[c0:c1], buf.failed[c0:c1],
-            target.grad_u, target.stochastic_grad_u, target.params, alpha, consts, noise, k0, bound, store,
+            *gradients, target.params, alpha, consts, noise, k0, bound, store,
             buf.out[c0:c1], buf.count[m0:m1], buf.mean[m0:m1], buf.m2[m0:m1], inj[c0:c1],
         )  # fmt: skip
         if started is not None:

@@ -101,6 +101,15 @@ class _Splicer(ast.NodeTransformer):
         return node
 
 
+def spliced(template: Callable, halves: dict[str, Callable]) -> tuple[ast.FunctionDef, dict]:
+    """The AST of ``template`` with the halves written in, and the globals it needs (see :func:`splice`)."""
+    node, glob = _function_def(template)
+    namespace = dict(glob)
+    new = _Splicer(halves, namespace).visit(node)
+    new.decorator_list = []
+    return ast.fix_missing_locations(new), namespace
+
+
 def splice(template: Callable, halves: dict[str, Callable], decorate: Callable) -> Callable:
     """``template`` with each statement ``name(args)`` for ``name`` in ``halves`` replaced by its body.
 
@@ -113,11 +122,8 @@ def splice(template: Callable, halves: dict[str, Callable], decorate: Callable) 
     decorate : callable
         Applied to the generated function (e.g. the compiler).
     """
-    node, glob = _function_def(template)
-    namespace = dict(glob)
-    new = _Splicer(halves, namespace).visit(node)
-    new.decorator_list = []
-    module = ast.fix_missing_locations(ast.Module(body=[new], type_ignores=[]))
+    node, namespace = spliced(template, halves)
+    module = ast.Module(body=[node], type_ignores=[])
     source = ast.unparse(module)
     names = ", ".join(f"{k}={getattr(getattr(f, 'py_func', f), '__qualname__', f)}" for k, f in halves.items())
     filename = f"<sgsim loop {next(_counter)}: {template.__name__} with {names}>"

@@ -1,0 +1,88 @@
+"""Chain loops cached on disk: a second process loads the loop instead of compiling it."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import sgsim
+from sgsim import targets
+from sgsim.integrators import get_method
+from sgsim.integrators._kernel_cache import cached_chain_loop
+
+TESTS = Path(__file__).resolve().parent
+
+RUN = """
+import hashlib, sys
+import sgsim
+target = sys.argv[1]
+if ":" in target:
+    target = sgsim.targets.get(target)
+r = sgsim.sample(target, "sgld", 50, n_chains=3, step_size=0.01, seed=4)
+print("bits", hashlib.sha256(r.posterior["theta"].values.tobytes()).hexdigest())
+"""
+
+
+def run(target, cache, **env):
+    env = {**os.environ, "SGSIM_CACHE_DIR": str(cache), "NUMBA_DEBUG_CACHE": "1", **env}
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", RUN, target], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    bits = [line for line in proc.stdout.splitlines() if line.startswith("bits")]
+    loop_lines = [line for line in proc.stdout.splitlines() if "sgsim_loop_" in line]
+    return bits[0], loop_lines
+
+
+def test_a_second_process_loads_the_chain_loop_from_disk(tmp_path):
+    for target in ("mixture_25", "user_banana:banana"):
+        cache = tmp_path / target.replace(":", "_")
+        first_bits, first = run(target, cache)
+        assert any("data saved" in line for line in first), first
+        second_bits, second = run(target, cache)
+        assert any("data loaded" in line for line in second) and not any("data saved" in line for line in second)
+        assert second_bits == first_bits  # the cached machine code gives the same bits
+    # negative control: with the disk cache off nothing is generated, and the bits are the same
+    off = tmp_path / "off"
+    bits, lines = run("mixture_25", off, SGSIM_JIT_CACHE="0")
+    assert lines == [] and not list(off.glob("sgsim_loop_*.py"))
+    assert bits == run("mixture_25", tmp_path / "mixture_25")[0]
+
+
+def test_a_gradient_that_cannot_be_imported_is_compiled_in_memory():
+    base = targets.standard_gaussian(2)
+
+    @sgsim.jit
+    def local_grad(theta, params, out):  # a closure's function: no module attribute names it
+        for i in range(theta.shape[0]):
+            out[i] = theta[i]
+
+    move, update = get_method("sgld").algorithm.step
+    assert cached_chain_loop(move, update, local_grad, None) is None
+    assert cached_chain_loop(move, update, base.grad_u, None) is not None
+    hand = targets.Target("local", 2, local_grad, base.log_density_fn, base.params)
+    r = sgsim.sample(hand, "sgld", 100, n_chains=2, step_size=0.1, seed=1, init=[0.5, -0.5])
+    same = sgsim.sample(base, "sgld", 100, n_chains=2, step_size=0.1, seed=1, init=[0.5, -0.5])
+    assert np.array_equal(r.posterior["theta"].values, same.posterior["theta"].values)
+
+
+def test_editing_a_gradients_module_gives_a_new_loop(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SGSIM_CACHE_DIR", str(cache))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = (TESTS / "user_banana.py").read_text()
+    module = tmp_path / "banana_edit.py"
+    move, update = get_method("sgld").algorithm.step
+    files = []
+    for version in (source, source + "\n# edited: a helper beside the gradient changed\n"):
+        module.write_text(version)
+        sys.modules.pop("banana_edit", None)
+        importlib.invalidate_caches()
+        grad = importlib.import_module("banana_edit").grad_u
+        assert cached_chain_loop(move, update, grad, None) is not None
+        files.append(sorted(p.name for p in cache.glob("sgsim_loop_*.py")))
+    assert len(files[0]) == 1 and len(files[1]) == 2  # the edit gave a second, separate loop
