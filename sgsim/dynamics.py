@@ -123,6 +123,7 @@ def _broadcast(step_size, temperature) -> tuple[np.ndarray, np.ndarray]:
     return alpha, temp
 
 
+@np.errstate(over="ignore", invalid="ignore")  # a variance that overflows: reported where the noise is drawn
 def _coefficients(alpha, temp, v, factor, corrected, noise_correction, friction_name):
     """``(a_k, c_k)`` of ``a_k V + c_k I`` for SGLD and SGHMC; see :func:`sgld_noise`."""
     a = alpha**2

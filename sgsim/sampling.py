@@ -218,10 +218,13 @@ def prepare(
         raise ParameterError("burn_in", f"burn_in must be < n_steps ({schedule.n_steps}), got {burn_in}")
     first = schedule.block(0, min(schedule.n_steps, _BLOCK_STEPS))
     basis = noise_basis(alg.noise(first, target, opts), target.dim)
-    if noise_correction:
-        # the correction's bound is checked on every step before any work is done
-        for k0 in range(0, schedule.n_steps, _BLOCK_STEPS):
-            alg.noise(schedule.block(k0, min(schedule.n_steps, k0 + _BLOCK_STEPS)), target, opts)
+    # the noise is checked (finite, positive semidefinite) before any work is done: on every
+    # step with the correction or a schedule given as arrays, else on the first block, where
+    # the formula schedules take their largest steps
+    every_step = noise_correction or not schedule.is_formula
+    for k0 in range(0, schedule.n_steps if every_step else 1, _BLOCK_STEPS):
+        block = schedule.block(k0, min(schedule.n_steps, k0 + _BLOCK_STEPS))
+        noise_factors(alg.noise(block, target, opts), basis, block.step_size.shape[0], target.dim)
     if storage == "draws":
         steps = schedule.kept_steps(burn_in, thin)
         n_draws = int(steps.size)

@@ -6,6 +6,10 @@ and wrongly shaped lists). A refused input must raise ``ValueError`` or ``TypeEr
 ``parameter`` attribute naming one of the call's arguments; an accepted one must return
 finite parameters (targets) or finite draws wherever the run did not diverge (samplers, with
 ``on_divergence="mark"``: a divergence is reported, not returned silently).
+
+The examples are derandomized (the same 1100 on every run, as a fixed seed would make them);
+``pytest tests/test_fuzz.py --hypothesis-seed=N`` with settings edited to
+``derandomize=False`` explores others.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ SAMPLE_ARGS = st.fixed_dictionaries(
 CALLS = {"count": 0, "refused": 0}
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(method=st.sampled_from(["sgld", "sghmc", "csgld"]), kwargs=SAMPLE_ARGS, friction=arg(1e-3, 1.0))
 def test_sample_refuses_by_name_or_returns_finite_draws(method, kwargs, friction):
     CALLS["count"] += 1
@@ -113,19 +117,19 @@ MEANS = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(means=MEANS, variance=arg(-1, 10), weights=st.one_of(st.none(), HOSTILE))
 def test_gaussian_mixture_refuses_by_name_or_is_finite(means, variance, weights):
     _check_constructor(targets.gaussian_mixture, {"means": means, "variance": variance, "weights": weights})
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(rates=st.one_of(HOSTILE, st.lists(st.floats(1e-300, 1e300), max_size=3)), weights=HOSTILE)
 def test_exponential_mixture_refuses_by_name_or_is_finite(rates, weights):
     _check_constructor(targets.exponential_mixture, {"rates": rates, "weights": weights})
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(
     precision=st.one_of(
         HOSTILE, st.lists(st.lists(st.floats(-1e10, 1e10), min_size=2, max_size=2), min_size=2, max_size=2)

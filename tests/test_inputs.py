@@ -99,6 +99,18 @@ def test_numpy_scalars_are_accepted_for_integers_and_reals():
     assert r.posterior["theta"].shape == (2, 10, 2)
 
 
+def test_a_step_whose_noise_overflows_is_refused_before_sampling():
+    # step 1e308: alpha^2 V overflows; it was refused half-way, blaming grad_noise_cov
+    noisy = targets.mixture_25().with_gradient_noise(0.5)
+    with pytest.raises(ValueError, match="overflows") as info:
+        sgsim.sample(noisy, "sgld", 1, step_size=1e308, temperature=0.0)
+    named(info, "step_size")
+    with pytest.raises(ValueError, match="overflows") as info:
+        sgsim.sample(noisy, "sgld", schedule=sgsim.schedules.Schedule([0.1, 1e308], [1.0, 1.0]))
+    named(info, "step_size")
+    sgsim.sample(noisy, "sgld", 1, step_size=0.1, temperature=0.0)  # negative control
+
+
 def test_booleans_are_not_strings():
     with pytest.raises(TypeError) as info:
         sgsim.sample("mixture_25", "sgld", 10, step_size=0.01, noise_correction="no")
@@ -128,13 +140,20 @@ def test_ctrl_c_stops_within_a_block_and_writes_nothing(tmp_path):
         [sys.executable, "-m", "sgsim.cli", "run", "--target", "mixture_25", "--method", "sgld", "--n-steps",
          "100000000", "--n-chains", "64", "--step-size", "0.01", "--storage", "final", "--out", str(out), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a process started in the background inherits SIGINT ignored: the child must not
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
-    time.sleep(8)  # import, compile, then sampling
-    assert proc.poll() is None
-    t = time.perf_counter()
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    stopped = time.perf_counter() - t
+    try:
+        time.sleep(8)  # import, compile, then sampling
+        assert proc.poll() is None
+        t = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        stopped = time.perf_counter() - t
+    finally:
+        if proc.poll() is None:  # failed: leave no process running behind the test
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     assert stopped < 10  # a block of 64 chains x 10^4 steps takes well under a second

@@ -121,6 +121,10 @@ def noise_factors(noise: Noise | None, basis: NoiseBasis, n_steps: int, dim: int
         sd[...], noisy[...] = 0.0, False
         return sd, noisy
     coefs = tuple(np.ascontiguousarray(np.broadcast_to(np.asarray(c, float), (n_steps,))) for c in noise.coef)
+    if not all(np.all(np.isfinite(c)) for c in coefs):
+        raise ParameterError(
+            "step_size", "the noise variance overflows at some step: step_size (or temperature) is too large"
+        )
     diags = np.stack(basis.diagonals)
     if not _factor_rows(coefs, diags, bool(np.all(diags == diags[:, :1])), sd, noisy):
         raise ParameterError("grad_noise_cov", "the noise covariance is not positive semidefinite at some step")
