@@ -74,7 +74,7 @@ K, ALPHA0, M = 2000, 0.2, 10
 steps = np.arange(1, K + 1)
 
 SCHEDULES = {
-    "cSGLD alpha0=0.2": cyclical(ALPHA0, M, K).step_size,
+    "cSGLD alpha0=0.2": cyclical(ALPHA0, K, n_cycles=M).step_size,
     "SGLD h0=0.2": 0.2 / steps,
     "SGLD h0=1": 1.0 / steps,
 }
@@ -319,7 +319,7 @@ def scalar_law(alpha):
 
 
 # the O(K) recursion against the O(K^2) double sum on a short run
-alpha = cyclical(0.3, 2, 200).step_size
+alpha = cyclical(0.3, 200, n_cycles=2).step_size
 m, v = scalar_law(alpha)
 cov_x = np.tril(np.exp(np.subtract.outer(np.cumsum(np.log1p(-alpha)), np.cumsum(np.log1p(-alpha))))) * v[None, :]
 cov_x = np.tril(cov_x) + np.tril(cov_x, -1).T
@@ -335,7 +335,7 @@ ALPHA0S = np.array([0.05, 0.1, 0.2, 0.4])
 KS = [1_000, 2_000, 5_000, 10_000, 20_000]
 rows = []  # (weighted, alpha0, K, bias, mse)
 for k in KS:
-    alpha = np.stack([cyclical(a0, k // 100, k).step_size for a0 in ALPHA0S])
+    alpha = np.stack([cyclical(a0, k, n_cycles=k // 100).step_size for a0 in ALPHA0S])
     m, v = scalar_law(alpha)
     for weighted in (True, False):
         w = alpha / alpha.sum(axis=-1, keepdims=True) if weighted else np.full(alpha.shape, 1.0 / k)
@@ -380,7 +380,7 @@ def weighted_bias_fit(alpha0s, ks):
     """Fit c1/(alpha0 K) + c2 alpha0 to the exact bias of the step-weighted average on a grid."""
     out = []
     for k in ks:
-        alpha = np.stack([cyclical(a0, k // 100, k).step_size for a0 in alpha0s])
+        alpha = np.stack([cyclical(a0, k, n_cycles=k // 100).step_size for a0 in alpha0s])
         mean, _ = average_moments(alpha, *scalar_law(alpha), alpha / alpha.sum(axis=-1, keepdims=True))
         out += [(a0, k, mean[i] - 1.0) for i, a0 in enumerate(alpha0s)]
     a0, k, bias = np.array(out).T
@@ -424,7 +424,7 @@ plt.show()
 # %%
 ratios = []
 for _, a0, k, bias, _ in r:
-    terms = weak_error_terms(cyclical(a0, int(k) // 100, int(k)).step_size)
+    terms = weak_error_terms(cyclical(a0, int(k), n_cycles=int(k) // 100).step_size)
     ratios.append(bias / terms.bias)
 ratios = np.array(ratios)
 print(f"exact bias / order term: min {ratios.min():.3g}, max {ratios.max():.3g}")

@@ -240,8 +240,12 @@ def _temperature(value) -> float:
     return real("temperature", value, 0.0)
 
 
-def constant(step_size: float, n_steps: int, temperature: float = 1.0) -> Schedule:
-    """Constant step size ``alpha`` at temperature ``T``; every step is a sampling step."""
+def constant(step_size: float, n_steps: int, *, temperature: float = 1.0) -> Schedule:
+    """Constant step size ``alpha`` at temperature ``T``; every step is a sampling step.
+
+    Like every schedule constructor, the step size comes first and ``n_steps`` second; the
+    other arguments are keywords.
+    """
     alpha = positive_float("step_size", step_size)
     n = _steps(n_steps)
     temp = _temperature(temperature)
@@ -263,7 +267,7 @@ def constant(step_size: float, n_steps: int, temperature: float = 1.0) -> Schedu
 
 
 def polynomial_decay(
-    a: float, gamma: float, n_steps: int, b: float = 0.0, hold: int = 0, temperature: float = 1.0
+    a: float, gamma: float, n_steps: int, *, b: float = 0.0, hold: int = 0, temperature: float = 1.0
 ) -> Schedule:
     """Decreasing step sizes ``alpha_k = a (b + k)^(-gamma)`` ([cSG] eq. 1), after an optional hold.
 
@@ -338,8 +342,9 @@ def exploration_steps(length: int, explore_fraction: float) -> int:
 
 def cyclical(
     step_size: float,
-    n_cycles: int,
     n_steps: int,
+    *,
+    n_cycles: int,
     explore_fraction: float = 0.0,
     temperature: float = 1.0,
     skip_per_cycle: int = 0,
@@ -352,16 +357,19 @@ def cyclical(
     ``r(k) > beta`` for sampling; ``r(k) >= beta`` is used so that the stages partition each
     cycle (THEORY A3).
 
+    The argument order is that of :func:`constant`: step size, ``n_steps``, then keywords
+    (``cyclical(0.5, 50_000, n_cycles=30, explore_fraction=0.25)``).
+
     Parameters
     ----------
     step_size : float
         ``alpha_0 > 0``, the first step size of each cycle.
-    n_cycles : int
-        ``M``, with ``1 <= M <= K``. If ``K`` is not a multiple of ``M`` the last cycle is
-        truncated (as in the paper's 25-Gaussian run, K = 50000, M = 30); if
-        ``ceil(K/M)`` leaves fewer than ``M`` cycles, a warning says so.
     n_steps : int
         ``K >= 1``.
+    n_cycles : int
+        ``M``, with ``1 <= M <= K`` (keyword only). If ``K`` is not a multiple of ``M`` the
+        last cycle is truncated (as in the paper's 25-Gaussian run, K = 50000, M = 30); if
+        ``ceil(K/M)`` leaves fewer than ``M`` cycles, a warning says so.
     explore_fraction : float
         ``beta`` in [0, 1): the fraction of each cycle spent exploring.
     temperature : float

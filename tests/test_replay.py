@@ -58,7 +58,7 @@ def test_replay_with_modified_targets_explicit_init_and_moments(tmp_path):
 
 
 def test_replay_of_a_schedule_built_from_arrays(tmp_path):
-    full = schedules.cyclical(0.05, 3, 300, 0.3)
+    full = schedules.cyclical(0.05, 300, n_cycles=3, explore_fraction=0.3)
     b = full.block(0, 230)
     sched = schedules.Schedule(b.step_size, b.temperature, b.stage, b.cycle, b.collect, {"schedule": "truncated"})
     result = sgsim.sample("mixture_3x3", "sgld", schedule=sched, n_chains=2, seed=6)

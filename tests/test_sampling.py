@@ -18,7 +18,7 @@ def result():
 
 
 def test_kept_steps_follow_schedule_burn_in_and_thin(result):
-    sched = schedules.cyclical(0.05, 3, 300, 0.3)
+    sched = schedules.cyclical(0.05, 300, n_cycles=3, explore_fraction=0.3)
     kept = np.flatnonzero(sched.collect & (np.arange(300) >= 131))[::3]
     stats = result.sample_stats
     np.testing.assert_array_equal(stats["step"].values, np.tile(kept + 1, (2, 1)))
@@ -62,7 +62,7 @@ def test_recorded_config_replays_the_run(result):
 
 
 def test_explicit_schedule_equals_the_named_options():
-    sched = schedules.cyclical(0.05, 3, 300, 0.3)
+    sched = schedules.cyclical(0.05, 300, n_cycles=3, explore_fraction=0.3)
     a = sgsim.sample(NOISY, "sghmc", schedule=sched, n_chains=2, seed=4, friction=0.2)
     b = sgsim.sample(NOISY, "csghmc", 300, n_chains=2, seed=4, **OPTS)
     assert np.array_equal(a.posterior["theta"].values, b.posterior["theta"].values)

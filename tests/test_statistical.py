@@ -40,7 +40,7 @@ def test_cyclical_sgld_matches_the_exact_law_f1():
         explore_fraction=BETA, **MID,
     )  # fmt: skip
     step, mid, final = mid_and_final(result, "final_theta")
-    sched = schedules.cyclical(alpha0, CYCLES, K, BETA)
+    sched = schedules.cyclical(alpha0, K, n_cycles=CYCLES, explore_fraction=BETA)
 
     def law(temperature):
         return exact_law.sgld_law(P, B, sched.step_size, temperature, V, init_mean=INIT)
@@ -107,7 +107,7 @@ def test_cyclical_sghmc_matches_the_exact_law_f5():
         explore_fraction=BETA, friction=eta, gamma_hat=gamma_hat, **MID,
     )  # fmt: skip
     step, mid, final = mid_and_final(result, "final_theta", "final_velocity")
-    sched = schedules.cyclical(alpha0, CYCLES, K, BETA)
+    sched = schedules.cyclical(alpha0, K, n_cycles=CYCLES, explore_fraction=BETA)
 
     def law(temperature, g):
         # init_mean of theta alone: v_0 = 0

@@ -33,7 +33,7 @@ def test_final_storage_keeps_the_last_state_only():
 
 def test_final_storage_of_a_run_that_ends_exploring():
     # the first 430 steps of 3 cycles of 200: the run ends in cycle 3's exploration stage
-    full = sgsim.schedules.cyclical(0.02, 3, 600, 0.3)
+    full = sgsim.schedules.cyclical(0.02, 600, n_cycles=3, explore_fraction=0.3)
     b = full.block(0, 430)
     sched = sgsim.schedules.Schedule(b.step_size, b.temperature, b.stage, b.cycle, b.collect)
     draws = sgsim.sample(NOISY, "sgld", schedule=sched, n_chains=2, seed=1)

@@ -79,7 +79,7 @@ def test_harmonic_number():
 def test_csgld_bound_by_hand():
     # alpha0 = 0.1, M = 2, K = 10 (L_c = 5): S = 0.1 * 12 / 2 = 0.6, sum alpha^2 = 0.01 (30/8 + 1) = 0.0475
     terms = csgld_bound(CONSTS, 0.1, 2, 10)
-    alpha = cyclical(0.1, 2, 10).step_size
+    alpha = cyclical(0.1, 10, n_cycles=2).step_size
     assert terms.diffusion_time == pytest.approx(0.6) == pytest.approx(alpha.sum())
     assert terms.sum_squares == pytest.approx(0.0475) == pytest.approx((alpha**2).sum())
     kl = 2 * 0.0475 + 0.5 * 1 * 0.6  # 0.395
@@ -256,7 +256,7 @@ SHIFT = np.zeros(2)
 M0, S0 = np.array([5.0, 5.0]), 0.01 * np.eye(2)
 K = 2000
 SCHEDULES = {
-    "csgld": cyclical(0.2, 10, K).step_size,
+    "csgld": cyclical(0.2, K, n_cycles=10).step_size,
     "sgld_h0_0.2": 0.2 / np.arange(1, K + 1),
     "sgld_h0_1": 1.0 / np.arange(1, K + 1),
 }
@@ -363,7 +363,7 @@ def test_weak_error_terms_constant_steps_agree_for_both_averages():
 def test_weak_error_terms_cyclical_rates(alpha0, k):
     # THEORY D5: Bias = O(1/(alpha0 K) + alpha0) for the cyclical schedule, here with its exact sums
     m = k // 100
-    w = weak_error_terms(cyclical(alpha0, m, k).step_size)
+    w = weak_error_terms(cyclical(alpha0, k, n_cycles=m).step_size)
     assert w.bias_transient == pytest.approx(2 / (alpha0 * (k + m)), rel=1e-9)
     assert w.bias_discretisation == pytest.approx(alpha0 * (3 * k / 8 + m / 2) / ((k + m) / 2), rel=1e-9)
 

@@ -68,7 +68,7 @@ def rel(x, y):
 
 def test_sgld_law_matches_compiled_replicas_with_correction_and_gaussian_start():
     alpha0, k_steps = 0.1, 300
-    sched = schedules.cyclical(alpha0, 3, k_steps, 0.3)
+    sched = schedules.cyclical(alpha0, k_steps, n_cycles=3, explore_fraction=0.3)
     init = gaussian_draws(np.random.default_rng(11), M0, S0)
     result = sgsim.sample(
         targets.linear_gaussian(P, B, V), "csgld", k_steps, n_chains=R, seed=201, init=init, step_size=alpha0,
@@ -98,7 +98,7 @@ def test_sgld_law_matches_compiled_replicas_with_correction_and_gaussian_start()
 
 def test_sghmc_law_matches_compiled_replicas_ending_in_an_exploration_stage():
     alpha0, eta, k_steps = 0.05, 0.2, 230
-    full = schedules.cyclical(alpha0, 3, 300, 0.3)
+    full = schedules.cyclical(alpha0, 300, n_cycles=3, explore_fraction=0.3)
     # the first 230 steps: the run ends on the last exploration (momentum SGD) step of cycle 3
     sched = schedules.Schedule(
         step_size=full.step_size[:k_steps], temperature=full.temperature[:k_steps], stage=full.stage[:k_steps],
@@ -143,7 +143,7 @@ C = np.array([[2.0, 0.5, 0.3], [0.5, 1.0, 0.0], [0.3, 0.0, 1.5]])
 S = 4
 H = np.array([[1.5, -0.4, 0.0], [-0.4, 0.7, 0.1], [0.0, 0.1, 2.0]])
 E = np.array([[0.6, 0.0, 0.0], [0.3, 0.4, 0.0], [-0.2, 0.1, 0.5]])
-LR = schedules.cyclical(0.5, 2, 200).step_size  # cosine cyclical learning rates
+LR = schedules.cyclical(0.5, 200, n_cycles=2).step_size  # cosine cyclical learning rates
 MID_STEP = 60
 
 
@@ -319,9 +319,13 @@ def test_units_csg_sgd_equals_sgdvi_sgd():
 def test_batched_schedules_equal_the_unbatched_ones():
     k = 150
     alphas = np.stack(
-        [schedules.cyclical(0.1, 3, k, 0.3).step_size, np.full(k, 0.05), 0.2 / np.sqrt(np.arange(1, k + 1))]
+        [
+            schedules.cyclical(0.1, k, n_cycles=3, explore_fraction=0.3).step_size,
+            np.full(k, 0.05),
+            0.2 / np.sqrt(np.arange(1, k + 1)),
+        ]
     )
-    temps = schedules.cyclical(0.1, 3, k, 0.3).temperature
+    temps = schedules.cyclical(0.1, k, n_cycles=3, explore_fraction=0.3).temperature
     inits = np.array([M0, -M0, 0 * M0])
     batched = sgld_law(P, B, alphas, temps, V, inits, S0)
     assert batched.mean.shape == (3, k, 3) and batched.cov.shape == (3, k, 3, 3)

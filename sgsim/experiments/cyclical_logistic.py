@@ -285,7 +285,7 @@ def method_schedule(method: str, step_size: float, settings: Settings = DEFAULT)
         return schedules.constant(step_size, settings.n_burn_in + settings.n_samples), settings.n_burn_in
     if method in ("csgld", "csghmc"):
         k, m, length = settings.cyclical_layout()
-        return schedules.cyclical(step_size, m, k, explore_fraction=settings.explore_fraction), length
+        return schedules.cyclical(step_size, k, n_cycles=m, explore_fraction=settings.explore_fraction), length
     raise ValueError(f"unknown method {method!r}; known: {', '.join(a[0] for a in ALGORITHMS)}")
 
 

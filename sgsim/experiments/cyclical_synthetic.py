@@ -150,8 +150,8 @@ class Setting:
         """The cosine schedule of cSGLD ([cSG] eq. 2) with its exploration stage (Algorithm 1)."""
         return schedules.cyclical(
             self.step_size,
-            self.n_cycles,
             n_steps,
+            n_cycles=self.n_cycles,
             explore_fraction=self.explore_fraction,
             skip_per_cycle=self.skip_per_cycle,
         )

@@ -199,14 +199,21 @@ def get_method(name) -> Method:
 
 def constant_schedule(n_steps, step_size, temperature=1.0) -> Schedule:
     """Default schedule of the non-cyclical methods: constant step size."""
-    return schedules.constant(step_size, n_steps, temperature)
+    return schedules.constant(step_size, n_steps, temperature=temperature)
 
 
 def cyclical_schedule(
     n_steps, step_size, n_cycles, explore_fraction=0.0, temperature=1.0, skip_per_cycle=0
 ) -> Schedule:
     """Default schedule of the cyclical methods ([cSG] eq. 2 and Algorithm 1)."""
-    return schedules.cyclical(step_size, n_cycles, n_steps, explore_fraction, temperature, skip_per_cycle)
+    return schedules.cyclical(
+        step_size,
+        n_steps,
+        n_cycles=n_cycles,
+        explore_fraction=explore_fraction,
+        temperature=temperature,
+        skip_per_cycle=skip_per_cycle,
+    )
 
 
 CONSTANT_OPTIONS = ("step_size", "temperature")
