@@ -288,16 +288,32 @@ def density_figure(idata, target):
     1-D targets: a histogram with the exact density, both normalised on the plotted range
     (so the density's normaliser need not be known). Higher dimensions: a 2-D histogram of
     the first two coordinates.
+
+    Chains the result marks as diverged are left out of the histogram and named in the title;
+    when every chain diverged, the finite draws are shown under a title that says they are
+    not a sample of the target.
     """
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import PowerNorm
     from matplotlib.figure import Figure
 
-    x = idata.posterior["theta"].values.reshape(-1, target.dim)
+    from .diagnostics import diverged_chains
+
+    theta = idata.posterior["theta"].values
+    method, chains = idata.attrs.get("method", "?"), theta.shape[0]
+    bad = diverged_chains(idata, chains)
+    if bad.any() and not bad.all():
+        theta = theta[~bad]
+    x = theta.reshape(-1, target.dim)
     x = x[np.all(np.isfinite(x), axis=1)]
-    method, chains = idata.attrs.get("method", "?"), idata.posterior.sizes["chain"]
+    if x.shape[0] == 0:
+        raise ValueError("the result holds no finite draw to plot")
     title = f"{method} on {target.name}: {chains} chain(s), {x.shape[0]:,} draws, seed {idata.attrs.get('seed')}"
+    if bad.all():
+        title = f"DIVERGED, every chain: not a sample of the target\n{title}"
+    elif bad.any():
+        title = f"DIVERGED: chains {np.flatnonzero(bad).tolist()} left out\n{title}"
     centres = target.mode_centres
     if target.dim == 1:
         fig = Figure(figsize=(6.5, 4))

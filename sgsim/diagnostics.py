@@ -55,8 +55,13 @@ def draws_array(draws, var_name: str = "theta") -> np.ndarray:
     return arr
 
 
-def _diverged(draws, n_chains: int) -> np.ndarray:
-    """Which chains a result marks as diverged (none for plain arrays)."""
+def diverged_chains(draws, n_chains: int) -> np.ndarray:
+    """Which chains a result marks as diverged: a boolean array of length ``n_chains``.
+
+    A result marks a chain through ``sample_stats["diverged"]`` (draws storage) or
+    ``constant_data["diverged_at"] > 0`` (final and moments storage); plain arrays carry no
+    marks, so none of their chains counts as diverged.
+    """
     if hasattr(draws, "sample_stats") and "diverged" in draws.sample_stats:
         marks = np.asarray(draws.sample_stats["diverged"].values)
         return np.asarray(marks.reshape(marks.shape[0], -1).any(axis=1))
@@ -87,7 +92,7 @@ def healthy_draws(draws, var_name: str = "theta", what: str = "this diagnostic")
     there is nothing to describe, and that raises ``ValueError``.
     """
     arr = draws_array(draws, var_name)
-    bad = _diverged(draws, arr.shape[0])
+    bad = diverged_chains(draws, arr.shape[0])
     _leave_out(bad, what)
     return arr[~bad]
 
@@ -209,7 +214,7 @@ def moment_errors(draws, target) -> dict:
         lead = m["theta_mean"].shape[:-1]  # (chain,) or (chain, particle)
         counts = m["n_draws"].values.reshape((-1,) + (1,) * (len(lead) - 1))
         n = np.broadcast_to(counts, lead).reshape(-1).astype(float)
-        bad = _diverged(draws, m["theta_mean"].shape[0])
+        bad = diverged_chains(draws, m["theta_mean"].shape[0])
         _leave_out(bad, "moment errors")
         chain_bad = np.broadcast_to(bad.reshape((-1,) + (1,) * (len(lead) - 1)), lead).reshape(-1)
         ok = np.all(np.isfinite(mu), axis=1) & (n > 0) & ~chain_bad
@@ -234,7 +239,7 @@ def _dataset(draws, var_name, what):
 
     _needs_draws(draws, "ESS and R-hat")
     arr = draws_array(draws, var_name)
-    bad = _diverged(draws, arr.shape[0])
+    bad = diverged_chains(draws, arr.shape[0])
     if hasattr(draws, "posterior") and not bad.any():
         return draws
     _leave_out(bad, what)

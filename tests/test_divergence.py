@@ -197,3 +197,17 @@ def test_diagnostics_leave_diverged_chains_out_and_say_so():
                             on_divergence="mark")  # fmt: skip
     with pytest.raises(ValueError, match="every chain diverged"):
         diagnostics.ess(gone)
+
+
+def test_a_figure_of_a_diverged_run_says_so_in_its_title():
+    from sgsim.cli import density_figure
+
+    kw = dict(step_size=0.12, friction=0.1, n_cycles=3, explore_fraction=0.25, seed=3, on_divergence="mark")
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        r = sgsim.sample("mixture_25", "csghmc", 2000, n_chains=8, **kw)
+    bad = np.flatnonzero(r.constant_data["diverged_at"].values).tolist()
+    title = density_figure(r, targets.mixture_25())._suptitle.get_text()
+    assert title.startswith(f"DIVERGED: chains {bad} left out")
+    # negative control: a healthy run of the same target has a plain title
+    ok = sgsim.sample("mixture_25", "csghmc", 2000, n_chains=2, **{**kw, "step_size": 0.02})
+    assert "DIVERGED" not in density_figure(ok, targets.mixture_25())._suptitle.get_text()
