@@ -325,18 +325,56 @@ class _Buffers:
     stats_out: np.ndarray  # (R, n_draws, n_stats) for ensembles
 
 
-_POOL: list = [None, 0, -1]  # the executor, its size, the process that made it
+_POOL: list = [None, 0]  # the executor and its size
 _POOL_LOCK = threading.Lock()
+# Forks. sgsim starts no process; it runs in processes others start. A forked child inherits
+# no threads, but it does inherit locks a thread held at the fork and the OpenMP runtime of
+# numba's "omp" layer, whose GNU implementation aborts the first parallel region of a child
+# forked after the parent ran one ("fork() called from a process already using GNU OpenMP").
+# So a child starts with a new pool and lock, and runs ensembles serially (same bits) when
+# the parent had run them in parallel on that layer.
+_FORK = {"openmp_used": False, "forked_after_openmp": False}
+
+
+def _after_fork_in_child() -> None:
+    global _POOL_LOCK
+    _POOL_LOCK = threading.Lock()
+    _POOL[:] = [None, 0]
+    _FORK["forked_after_openmp"] = _FORK["openmp_used"]
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _openmp_layer() -> bool:
+    try:
+        return numba.threading_layer() == "omp"
+    except ValueError:  # no parallel region has run yet
+        return False
+
+
+def _parallel_allowed() -> bool:
+    """False, with a warning, in a process forked after its parent ran OpenMP parallel regions."""
+    if not _FORK["forked_after_openmp"]:
+        return True
+    warnings.warn(
+        "this process was forked from one that had run OpenMP threads, which cannot run again in a "
+        "forked child: the ensemble runs on one thread (the result is the same). Start worker "
+        "processes with the 'spawn' or 'forkserver' method to run ensembles in parallel.",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+    return False
 
 
 def _thread_pool(n: int) -> ThreadPoolExecutor:
-    """A pool of at least ``n`` threads, kept between runs (a process's own; made anew after a fork)."""
+    """A pool of at least ``n`` threads, kept between runs (a process's own: made anew after a fork)."""
     with _POOL_LOCK:
-        pool, size, pid = _POOL
-        if pool is None or pid != os.getpid() or size < n:
-            if pool is not None and pid == os.getpid():
+        pool, size = _POOL
+        if pool is None or size < n:
+            if pool is not None:
                 pool.shutdown(wait=False)
-            _POOL[:] = [ThreadPoolExecutor(max_workers=n, thread_name_prefix="sgsim"), n, os.getpid()]
+            _POOL[:] = [ThreadPoolExecutor(max_workers=n, thread_name_prefix="sgsim"), n]
         return _POOL[0]
 
 
@@ -363,6 +401,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     cached = None
     if run.interacting:
         parallel = (run.n_particles or 0) >= PARALLEL_PARTICLES and n_threads > 1 and alg.parallel_step is not None
+        parallel = parallel and _parallel_allowed()
         loop = ensemble_loop(alg.parallel_step if parallel else alg.step)
         workers = 1 if parallel else min(n_threads, n_rep)
     else:
@@ -441,6 +480,8 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
                 if progress is not None:
                     progress.update((k1 - k0) * n_rep)
     finally:
+        if parallel:
+            _FORK["openmp_used"] = _FORK["openmp_used"] or _openmp_layer()
         # on an error or an interrupt: the chunks not started are dropped, those running finish
         for future in futures:
             future.cancel()
