@@ -5,7 +5,8 @@ Each figure comes from a fresh Python process (median of ``--reps``), timed insi
 - ``import``: ``import sgsim``;
 - ``first sample``: import plus the first ``sgsim.sample`` of 100 SGLD steps on 2 chains,
   result built (ArviZ and xarray are imported then), for the built-in 25-Gaussian mixture and
-  for a user target (the README's banana, written to a temporary module);
+  for a user target (the README's banana, written to a temporary module); and of 100 SVGD
+  steps on 2 ensembles of 50 particles on the mixture;
 - *cold*: an empty sgsim cache directory (``SGSIM_CACHE_DIR``), so the chain loop is
   compiled and written to it; *warm*: a second process on the same directory, which loads it.
 
@@ -65,17 +66,18 @@ CHILD = textwrap.dedent(
         target = bench_banana.banana()
     else:
         target = sys.argv[1]
-    sgsim.sample(target, "sgld", 100, n_chains=2, step_size=0.01, seed=0)
+    more = {"n_particles": 50} if sys.argv[2] == "svgd" else {}
+    sgsim.sample(target, sys.argv[2], 100, n_chains=2, step_size=0.01, seed=0, **more)
     t2 = time.perf_counter()
     print(json.dumps({"import_s": t1 - t0, "first_sample_s": t2 - t0}))
     """
 )
 
 
-def child(target: str, cache: Path, module_dir: Path) -> dict:
+def child(target: str, method: str, cache: Path, module_dir: Path) -> dict:
     env = {**os.environ, "SGSIM_CACHE_DIR": str(cache)}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(module_dir), os.environ.get("PYTHONPATH", "")) if p)
-    out = subprocess.run([sys.executable, "-c", CHILD, target], capture_output=True, text=True, env=env)
+    out = subprocess.run([sys.executable, "-c", CHILD, target, method], capture_output=True, text=True, env=env)
     if out.returncode != 0:  # e.g. an older sgsim that cannot build this target
         return {"import_s": float("nan"), "first_sample_s": float("nan"), "error": out.stderr.strip()[-300:]}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -90,16 +92,17 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         module_dir = Path(tmp)
         (module_dir / "bench_banana.py").write_text(BANANA)
-        for target in ("mixture_25", "banana"):
+        for target, method in (("mixture_25", "sgld"), ("banana", "sgld"), ("mixture_25", "svgd")):
             cold, warm = [], []
             for rep in range(args.reps):
-                cache = module_dir / f"cache_{target}_{rep}"
-                cold.append(child(target, cache, module_dir))
-                warm.append(child(target, cache, module_dir))
+                cache = module_dir / f"cache_{target}_{method}_{rep}"
+                cold.append(child(target, method, cache, module_dir))
+                warm.append(child(target, method, cache, module_dir))
             for name, runs in (("cold", cold), ("warm", warm)):
                 rows.append(
                     {
                         "target": target,
+                        "method": method,
                         "cache": name,
                         "import_s": statistics.median(r["import_s"] for r in runs),
                         "first_sample_s": statistics.median(r["first_sample_s"] for r in runs),
@@ -108,9 +111,9 @@ def main(argv=None) -> None:
     import sgsim
 
     print(f"sgsim {sgsim.__version__} at {os.path.dirname(sgsim.__file__)}")
-    print("| target | cache | import sgsim s | import + first sample s |\n|---|---|---:|---:|")
+    print("| target | method | cache | import sgsim s | import + first sample s |\n|---|---|---|---:|---:|")
     for r in rows:
-        print(f"| {r['target']} | {r['cache']} | {r['import_s']:.2f} | {r['first_sample_s']:.2f} |")
+        print(f"| {r['target']} | {r['method']} | {r['cache']} | {r['import_s']:.2f} | {r['first_sample_s']:.2f} |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

@@ -49,7 +49,7 @@ from . import targets as _targets
 from ._validate import ParameterError, ParameterTypeError, boolean, finite_array, integer, positive_float
 from .integrators import INTERACTING, get_method
 from .integrators._base import Method, unknown_options
-from .integrators._kernel_cache import cached_chain_loop
+from .integrators._kernel_cache import cached_chain_loop, cached_ensemble_loop
 from .integrators._loop import MOMENTS, NOTHING, chain_loop, ensemble_loop, stay
 from .integrators._noise import NoiseBasis, noise_basis, noise_factors
 from .results import STORAGE_MODES, RunOutput, to_inference_data
@@ -402,7 +402,9 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     if run.interacting:
         parallel = (run.n_particles or 0) >= PARALLEL_PARTICLES and n_threads > 1 and alg.parallel_step is not None
         parallel = parallel and _parallel_allowed()
-        loop = ensemble_loop(alg.parallel_step if parallel else alg.step)
+        step = alg.parallel_step if parallel else alg.step
+        cached = cached_ensemble_loop(step, target.grad_u, target.stochastic_grad_u)
+        loop = ensemble_loop(step) if cached is None else cached
         workers = 1 if parallel else min(n_threads, n_rep)
     else:
         parallel = False
@@ -413,7 +415,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         loop = chain_loop(move, update) if cached is None else cached
         workers = min(n_threads, n_rep)
     # several chunks per thread balance uneven chains; a handful of chains gets one chunk per thread
-    gradients = (target.grad_u, target.stochastic_grad_u) if run.interacting or cached is None else (None, None)
+    gradients = (target.grad_u, target.stochastic_grad_u) if cached is None else (None, None)
     n_chunks = 1 if workers == 1 else (workers if n_rep <= 4 * workers else 4 * workers)
     bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
     chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]

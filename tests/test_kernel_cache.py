@@ -1,4 +1,4 @@
-"""Chain loops cached on disk: a second process loads the loop instead of compiling it."""
+"""Loops cached on disk: a second process loads the loop instead of compiling it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import sgsim
 from sgsim import targets
@@ -20,37 +21,41 @@ TESTS = Path(__file__).resolve().parent
 RUN = """
 import hashlib, sys
 import sgsim
-target = sys.argv[1]
+target, method = sys.argv[1:3]
 if ":" in target:
     target = sgsim.targets.get(target)
-r = sgsim.sample(target, "sgld", 50, n_chains=3, step_size=0.01, seed=4)
+# SVGD with 200 particles on 2 threads runs its parallel step
+more = dict(n_particles=200, n_threads=2) if method == "svgd" else {}
+r = sgsim.sample(target, method, 50, n_chains=3, step_size=0.01, seed=4, **more)
 print("bits", hashlib.sha256(r.posterior["theta"].values.tobytes()).hexdigest())
 """
 
 
-def run(target, cache, **env):
-    env = {**os.environ, "SGSIM_CACHE_DIR": str(cache), "NUMBA_DEBUG_CACHE": "1", **env}
+def run(target, cache, method="sgld", **env):
+    env = {**os.environ, "SGSIM_CACHE_DIR": str(cache), "NUMBA_DEBUG_CACHE": "1", "NUMBA_NUM_THREADS": "2", **env}
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", RUN, target], capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, "-c", RUN, target, method], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     bits = [line for line in proc.stdout.splitlines() if line.startswith("bits")]
     loop_lines = [line for line in proc.stdout.splitlines() if "sgsim_loop_" in line]
     return bits[0], loop_lines
 
 
-def test_a_second_process_loads_the_chain_loop_from_disk(tmp_path):
-    for target in ("mixture_25", "user_banana:banana"):
+@pytest.mark.parametrize("method", ["sgld", "svgd"])
+def test_a_second_process_loads_the_loop_from_disk(tmp_path, method):
+    targets_ = ("mixture_25", "user_banana:banana") if method == "sgld" else ("mixture_25",)
+    for target in targets_:
         cache = tmp_path / target.replace(":", "_")
-        first_bits, first = run(target, cache)
+        first_bits, first = run(target, cache, method)
         assert any("data saved" in line for line in first), first
-        second_bits, second = run(target, cache)
+        second_bits, second = run(target, cache, method)
         assert any("data loaded" in line for line in second) and not any("data saved" in line for line in second)
         assert second_bits == first_bits  # the cached machine code gives the same bits
     # negative control: with the disk cache off nothing is generated, and the bits are the same
     off = tmp_path / "off"
-    bits, lines = run("mixture_25", off, SGSIM_JIT_CACHE="0")
+    bits, lines = run("mixture_25", off, method, SGSIM_JIT_CACHE="0")
     assert lines == [] and not list(off.glob("sgsim_loop_*.py"))
-    assert bits == run("mixture_25", tmp_path / "mixture_25")[0]
+    assert bits == run("mixture_25", tmp_path / "mixture_25", method)[0]
 
 
 def test_a_gradient_that_cannot_be_imported_is_compiled_in_memory():

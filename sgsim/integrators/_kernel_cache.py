@@ -1,11 +1,14 @@
-"""Chain loops that numba can cache on disk: one generated module per step and target gradient (private).
+"""Loops that numba can cache on disk: one generated module per step and target gradient (private).
 
-The generic loop (:func:`sgsim.integrators._loop.chain_loop`) takes the target's gradient as
-an argument, and numba cannot cache a function compiled for a function-typed argument: every
-process would compile it again (about 1.4 s). Here the same spliced loop is written out as
-the source of a small module in which the gradient is a *global*, imported from the module
-that defines it, and compiled with numba's on-disk cache. A second process imports that
-file and loads the machine code instead of compiling it.
+The generic loops (:func:`sgsim.integrators._loop.chain_loop` and
+:func:`~sgsim.integrators._loop.ensemble_loop`) take the target's gradient as an argument,
+and numba cannot cache a function compiled for a function-typed argument: every process
+would compile them again (1.4 s for a chain loop, 3 s for SVGD's). Here the same loop (for
+chains, with the step halves spliced in; for ensembles, calling the compiled step) is
+written out as the source of a small module in which the gradient is a *global*, imported
+from the module that defines it, and compiled with numba's on-disk cache. A second process
+imports that file and loads the machine code instead of compiling it (the machine code of
+the functions the loop calls is part of the cached library).
 
 numba's cache checks only the generated file, not the functions it calls. The file's name is
 therefore a hash of everything its code depends on: Python's and numba's versions, every
@@ -39,9 +42,9 @@ from pathlib import Path
 import numba
 
 from .._jit import _CACHE, JIT_DISABLED
-from ._splice import spliced
+from ._splice import function_def, spliced
 
-__all__ = ["cached_chain_loop", "cache_dir"]
+__all__ = ["cached_chain_loop", "cached_ensemble_loop", "cache_dir"]
 
 _GRADIENTS = ("grad_u", "stochastic_grad_u")
 
@@ -60,13 +63,17 @@ def _importable(obj) -> tuple[str, str] | None:
     py = getattr(obj, "py_func", None)
     mod = getattr(obj, "__module__", None) or getattr(py, "__module__", None)
     name = getattr(py, "__qualname__", None) or getattr(obj, "__qualname__", None)
-    if not mod or not name or mod == "__main__" or "." in name or "<" in name:
+    if not mod or not name or mod == "__main__" or "<" in name:
         return None
     try:
-        found = getattr(importlib.import_module(mod), name)
-    except (ImportError, AttributeError):
+        module = importlib.import_module(mod)
+    except ImportError:
         return None
-    return (mod, name) if found is obj else None
+    if getattr(module, name, None) is obj:
+        return mod, name
+    # a compiled function bound under another name (``step = jit(_step_function)``)
+    bound = [k for k, v in vars(module).items() if v is obj and k.isidentifier()]
+    return (mod, bound[0]) if bound else None
 
 
 def _free_names(node: ast.FunctionDef) -> set[str]:
@@ -112,26 +119,71 @@ def cached_chain_loop(move: Callable, update: Callable, grad_u: Callable, stocha
     from ._loop import _chain_loop
 
     node, namespace = spliced(_chain_loop, {"_move": move, "_update": update})
-    # the gradients become globals: the parameters of those names are renamed apart
+    return _cached_module([(_gradients_global(node), namespace, "jit(cache=True)")], grad_u, stochastic_grad_u)
+
+
+@functools.cache
+def cached_ensemble_loop(step: Callable, grad_u: Callable, stochastic_grad_u) -> Callable | None:
+    """The ensemble loop of the compiled ``step`` for this gradient, from an on-disk cached module.
+
+    Called like the in-memory loop, with None for the gradients; None when it cannot be
+    cached. The module holds three functions: :func:`~sgsim.integrators._loop.gradient` with
+    the target's gradients as globals, the step (its source, compiled as ``step`` is, serial
+    or parallel) calling that ``gradient``, and the loop calling that step. So an ensemble
+    step must evaluate gradients through ``gradient`` only, the one name replaced here.
+    """
+    if not _CACHE or JIT_DISABLED:
+        return None
+    from ._loop import _ensemble_loop, gradient
+
+    g_node, g_namespace = function_def(gradient)
+    s_node, s_namespace = function_def(step)
+    s_node.name = "_step"
+    parallel = bool(getattr(step, "targetoptions", {}).get("parallel", False))
+    l_node, l_namespace = function_def(_ensemble_loop)
+    functions = [
+        (_gradients_global(g_node), g_namespace, "jit(inline=True)"),
+        (s_node, s_namespace, f"jit(cache=True, parallel={parallel})"),
+        (l_node, l_namespace, "jit(cache=True)"),
+    ]
+    return _cached_module(functions, grad_u, stochastic_grad_u)
+
+
+def _gradients_global(node: ast.FunctionDef) -> ast.FunctionDef:
+    """``node`` with its parameters ``grad_u`` and ``stochastic_grad_u`` renamed apart, so that
+    the names in its body are the module's globals (the target's compiled gradients).
+    """
     for a in node.args.args:
         if a.arg in _GRADIENTS:
             a.arg = f"_unused_{a.arg}"
-    namespace = {**namespace, "grad_u": grad_u, "stochastic_grad_u": stochastic_grad_u, "jit": None}
-    lines = []
-    for name in sorted(_free_names(node)):
-        if name not in namespace:
-            return None
-        line = _binding(name, namespace[name])
-        if line is None:
-            return None
-        lines.append(line)
-    body = ast.unparse(ast.Module(body=[node], type_ignores=[]))
+    return node
+
+
+def _cached_module(functions: list[tuple[ast.FunctionDef, dict, str]], grad_u, stochastic_grad_u):
+    """The last of ``functions`` compiled from a generated module, cached on disk (None if it cannot be).
+
+    ``functions`` are ``(node, globals, decorator)`` in order of definition; a name one of them
+    defines is that function in the module, every other free name is imported (or written as
+    a number) from the function's globals, and the gradients' names are the target's.
+    """
+    local = {node.name for node, _, _ in functions}
+    bindings: dict[str, str] = {}
+    bodies = []
+    for node, namespace, decorator in functions:
+        node.decorator_list = []
+        namespace = {**namespace, "grad_u": grad_u, "stochastic_grad_u": stochastic_grad_u}
+        for name in sorted(_free_names(node) - local):
+            line = _binding(name, namespace[name]) if name in namespace else None
+            if line is None or bindings.setdefault(name, line) != line:
+                return None
+        bodies.append(f"@{decorator}\n{ast.unparse(ast.Module(body=[node], type_ignores=[]))}")
+    lines = [bindings[name] for name in sorted(bindings)]
     digest = hashlib.sha256()
     for part in (
         sys.version,
         numba.__version__,
         _package_digest(),
-        body,
+        *bodies,
         *lines,
         _module_source_digest(grad_u),
         _module_source_digest(stochastic_grad_u) if stochastic_grad_u is not None else "",
@@ -140,13 +192,10 @@ def cached_chain_loop(move: Callable, update: Callable, grad_u: Callable, stocha
     key = digest.hexdigest()[:24]
     source = "\n".join(
         [
-            f'"""sgsim chain loop {key}, generated: do not edit (sgsim.integrators._kernel_cache)."""',
+            f'"""sgsim loop {key}, generated: do not edit (sgsim.integrators._kernel_cache)."""',
             "from sgsim._jit import jit",
             *lines,
-            "",
-            "",
-            "@jit(cache=True)",
-            body,
+            *(f"\n\n{body}" for body in bodies),
             "",
         ]
     )
@@ -162,7 +211,7 @@ def cached_chain_loop(move: Callable, update: Callable, grad_u: Callable, stocha
     except Exception:  # no writable cache directory, a module that no longer imports: compile in memory
         sys.modules.pop(f"_sgsim_loop_{key}", None)
         return None
-    return getattr(module, node.name)
+    return getattr(module, functions[-1][0].name)
 
 
 @functools.cache

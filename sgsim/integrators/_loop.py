@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import functools
 import math
+import types
 
 import numpy as np
 
@@ -215,46 +216,54 @@ def chain_loop(move, update):
     return splice(_chain_loop, {"_move": move, "_update": update}, jit(cache=False))
 
 
+def _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats):
+    """Placeholder for an ensemble algorithm's ``step``, bound in :func:`_ensemble_loop`'s globals."""
+    raise NotImplementedError
+
+
+def _ensemble_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, alpha, consts, noise, k0, bound,
+                   store, out, count, mean, m2, injected, stats_out):  # fmt: skip
+    n_rep, n_state, n_part, d = state.shape
+    nb = alpha.shape[0]
+    g = np.empty((n_part, d))
+    b = np.empty((n_part, d))
+    pairs = np.empty((n_part, n_part))
+    w = np.empty(n_part * n_part + 2048)
+    delta = np.empty(d)
+    stats = np.zeros(stats_out.shape[2])
+    for r in range(n_rep):
+        if failed[r] >= 0:
+            continue
+        x = state[r]
+        inj = injected[r]
+        for j in range(nb):
+            _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works[r], rngs[r],
+                  inj, stats)  # fmt: skip
+            ok = True
+            for p in range(n_part):
+                ok = ok and within(x[0, p], bound)
+            for s_ in range(1, n_state):
+                for p in range(n_part):
+                    ok = ok and all_finite(x[s_, p])
+            if not ok:
+                failed[r] = k0 + j
+                break
+            s = store[j]
+            if s >= 0:
+                for p in range(n_part):
+                    copy_into(x[0, p], out[r, s, p])
+                for q in range(stats.shape[0]):
+                    stats_out[r, s, q] = stats[q]
+            elif s == MOMENTS:
+                for p in range(n_part):
+                    welford_update(x[0, p], count, mean, m2, r * n_part + p, delta)
+
+
 @functools.cache
 def ensemble_loop(step):
-    """The compiled loop of an interacting-ensemble ``step`` (``step`` may itself run in parallel)."""
-
-    @jit(cache=False)
-    def loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, alpha, consts, noise, k0, bound, store,
-             out, count, mean, m2, injected, stats_out):  # fmt: skip
-        n_rep, n_state, n_part, d = state.shape
-        nb = alpha.shape[0]
-        g = np.empty((n_part, d))
-        b = np.empty((n_part, d))
-        pairs = np.empty((n_part, n_part))
-        w = np.empty(n_part * n_part + 2048)
-        delta = np.empty(d)
-        stats = np.zeros(stats_out.shape[2])
-        for r in range(n_rep):
-            if failed[r] >= 0:
-                continue
-            x = state[r]
-            inj = injected[r]
-            for j in range(nb):
-                step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works[r], rngs[r],
-                     inj, stats)  # fmt: skip
-                ok = True
-                for p in range(n_part):
-                    ok = ok and within(x[0, p], bound)
-                for s_ in range(1, n_state):
-                    for p in range(n_part):
-                        ok = ok and all_finite(x[s_, p])
-                if not ok:
-                    failed[r] = k0 + j
-                    break
-                s = store[j]
-                if s >= 0:
-                    for p in range(n_part):
-                        copy_into(x[0, p], out[r, s, p])
-                    for q in range(stats.shape[0]):
-                        stats_out[r, s, q] = stats[q]
-                elif s == MOMENTS:
-                    for p in range(n_part):
-                        welford_update(x[0, p], count, mean, m2, r * n_part + p, delta)
-
-    return loop
+    """The compiled loop of an interacting-ensemble ``step`` (``step`` may itself run in parallel):
+    :func:`_ensemble_loop` with ``step`` bound to ``_step``, once per step and process.
+    """
+    code = _ensemble_loop.__code__
+    loop = types.FunctionType(code, {**_ensemble_loop.__globals__, "_step": step}, code.co_name)
+    return jit(cache=False)(loop)

@@ -27,7 +27,8 @@ from collections.abc import Callable
 _counter = itertools.count()
 
 
-def _function_def(func: Callable) -> tuple[ast.FunctionDef, dict]:
+def function_def(func: Callable) -> tuple[ast.FunctionDef, dict]:
+    """The AST of a (compiled or plain) function's source, and the globals its names refer to."""
     py = getattr(func, "py_func", func)
     tree = ast.parse(textwrap.dedent(inspect.getsource(py)))
     node = tree.body[0]
@@ -63,7 +64,7 @@ class _Rename(ast.NodeTransformer):
 
 
 def _body(func: Callable, args: list[ast.expr], tag: str, namespace: dict) -> list[ast.stmt]:
-    node, glob = _function_def(func)
+    node, glob = function_def(func)
     params = [a.arg for a in node.args.args]
     if len(params) != len(args) or not all(isinstance(a, ast.Name) for a in args):
         raise TypeError(f"{node.name}: each call must pass its {len(params)} parameters as plain names")
@@ -103,7 +104,7 @@ class _Splicer(ast.NodeTransformer):
 
 def spliced(template: Callable, halves: dict[str, Callable]) -> tuple[ast.FunctionDef, dict]:
     """The AST of ``template`` with the halves written in, and the globals it needs (see :func:`splice`)."""
-    node, glob = _function_def(template)
+    node, glob = function_def(template)
     namespace = dict(glob)
     new = _Splicer(halves, namespace).visit(node)
     new.decorator_list = []

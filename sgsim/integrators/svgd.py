@@ -235,8 +235,9 @@ def _svgd_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u
             Z[i, a] = Z[i, a] + eps * B[i, a]
 
 
-# not cached on disk: they take the target's gradient as an argument (and one Python function
-# compiled two ways would share a cache entry)
+# not cached on disk themselves: they take the target's gradient as an argument (and one Python
+# function compiled two ways would share a cache entry); the loops cached per target compile
+# their own copy of this step's source (sgsim.integrators._kernel_cache)
 step = jit(_svgd_step, cache=False)
 parallel_step = jit(_svgd_step, cache=False, parallel=True)
 
