@@ -46,7 +46,7 @@ from .._validate import ParameterError, ParameterTypeError, positive_float
 from ._base import INTERACTING, Algorithm, Method, Option, check_bool, constant_schedule
 from ._loop import gradient
 
-__all__ = ["SVGD", "METHOD", "select", "median_sq_distance"]
+__all__ = ["SVGD", "METHOD", "select", "median_sq_distance", "kernel_matrix", "kernel_drift"]
 
 
 @jit(inline=True)
@@ -196,30 +196,35 @@ def _kernel_tiles(P, bi, inv_h):
         P[i, i] = 1.0
 
 
-def _svgd_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats):
-    Z = X[0]
-    n_part, d = Z.shape
-    fixed_h = consts[0]
-    scale = consts[1]  # 1 / L, or 1
-    for i in prange(n_part):
-        gradient(Z[i], G[i], grad_u, stochastic_grad_u, params, works[i], rngs[i])
-    # pair terms once per pair (upper triangle); rows t and L-1-t go together so that the
-    # threads get equal shares of a triangle
+@jit(inline=True)
+def kernel_matrix(Z, P, W, fixed_h):
+    """Fill ``P`` with the RBF kernel matrix of the particles ``Z`` and return the bandwidth used.
+
+    ``fixed_h > 0`` is used as it is; ``0`` asks for the median heuristic. Pair terms are
+    computed once per pair (upper triangle), rows ``t`` and ``L-1-t`` together so that the
+    threads of a parallel step get equal shares of the triangle; ``W`` is the median's buffer.
+    """
+    n_part = Z.shape[0]
     half = (n_part + 1) // 2
     for t in prange(half):
         _distance_row(Z, P, t)
         if n_part - 1 - t != t:
             _distance_row(Z, P, n_part - 1 - t)
     h = fixed_h if fixed_h > 0.0 else median_sq_distance(P, W) / math.log(n_part)
-    stats[0] = h
     inv_h = 1.0 / h
     n_tiles = (n_part + _TILE - 1) // _TILE
     for t in prange((n_tiles + 1) // 2):
         _kernel_tiles(P, t, inv_h)
         if n_tiles - 1 - t != t:
             _kernel_tiles(P, n_tiles - 1 - t, inv_h)
-    two_h = 2.0 * inv_h
-    eps = alpha[j] * scale
+    return h
+
+
+@jit(inline=True)
+def kernel_drift(Z, G, P, B, push_coef):
+    """``B_i = push_coef sum_m K_im (z_i - z_m) - sum_m K_im g_m``: the smoothed ``-grad U`` plus a
+    multiple of the repulsion (``P`` holds ``K``, ``G`` the gradients of ``U``)."""
+    n_part, d = Z.shape
     for i in prange(n_part):
         for a in range(d):
             pull = 0.0
@@ -229,7 +234,20 @@ def _svgd_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u
                 k_im = P[i, m]
                 pull += k_im * G[m, a]
                 push += k_im * (zi - Z[m, a])
-            B[i, a] = two_h * push - pull
+            B[i, a] = push_coef * push - pull
+
+
+def _svgd_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats):
+    Z = X[0]
+    n_part, d = Z.shape
+    fixed_h = consts[0]
+    scale = consts[1]  # 1 / L, or 1
+    for i in prange(n_part):
+        gradient(Z[i], G[i], grad_u, stochastic_grad_u, params, works[i], rngs[i])
+    h = kernel_matrix(Z, P, W, fixed_h)
+    stats[0] = h
+    kernel_drift(Z, G, P, B, 2.0 * (1.0 / h))
+    eps = alpha[j] * scale
     for i in prange(n_part):
         for a in range(d):
             Z[i, a] = Z[i, a] + eps * B[i, a]
