@@ -174,10 +174,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--noise-correction", action="store_true", help="reduce the injected noise by the gradient noise (THEORY A1)"
     )
     run.add_argument(
-        "--n-particles", type=int, metavar="L", help="interacting methods (svgd): particles per ensemble, >= 2"
+        "--n-particles",
+        type=int,
+        metavar="L",
+        help="interacting methods (svgd, [c]sgld_repulsive): particles per ensemble, >= 2",
     )
     run.add_argument(
-        "--bandwidth", metavar="H", help="svgd: RBF bandwidth h > 0, or 'median' (default: the median heuristic)"
+        "--bandwidth",
+        metavar="H",
+        help="svgd, [c]sgld_repulsive: RBF bandwidth h > 0, or 'median' (default: the median heuristic)",
     )
     run.add_argument(
         "--storage",

@@ -134,11 +134,15 @@ class Run:
         return (self.n_particles, d) if self.n_particles else (d,)
 
     def noise(self, block: ScheduleBlock) -> tuple:
-        """The block's noise factors ``(sd, basis, rotate, any_noise)`` for the compiled loop."""
+        """The block's noise factors ``(sd, basis, rotate, any_noise)`` for the compiled loop, and
+        for ensembles the per-step temperature too (their steps may scale more than the noise by it).
+        """
         alg = self.method.algorithm
         nb = block.step_size.shape[0]
         d = self.target.dim
         sd, noisy = noise_factors(alg.noise(block, self.target, self.options), self.basis, nb, d)
+        if self.interacting:
+            return (sd, self.basis.basis, self.basis.rotate, noisy, np.ascontiguousarray(block.temperature))
         return (sd, self.basis.basis, self.basis.rotate, noisy)
 
 
@@ -323,6 +327,7 @@ class _Buffers:
     mean: np.ndarray
     m2: np.ndarray
     stats_out: np.ndarray  # (R, n_draws, n_stats) for ensembles
+    stats_now: np.ndarray  # (R, n_stats): each ensemble's statistics as they stand, kept across blocks
 
 
 _POOL: list = [None, 0]  # the executor and its size
@@ -452,7 +457,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         if started is not None:
             started.release()
         if run.interacting:
-            loop(*args, buf.stats_out[c0:c1])
+            loop(*args, buf.stats_out[c0:c1], buf.stats_now[c0:c1])
         else:
             loop(*args)
 
@@ -524,7 +529,8 @@ def _allocate(run: Run, n_rep: int, state0: list[np.ndarray], rngs: np.ndarray) 
     mean = np.zeros((n_mom, d))
     m2 = np.zeros((n_mom, d, d))
     stats_out = np.zeros((n_rep, draws, len(alg.stats)))
-    return _Buffers(state, rngs, works, np.full(n_rep, -1, np.int64), out, count, mean, m2, stats_out)
+    stats_now = np.zeros((n_rep, len(alg.stats)))
+    return _Buffers(state, rngs, works, np.full(n_rep, -1, np.int64), out, count, mean, m2, stats_out, stats_now)
 
 
 def run_chain(run: Run, state, gen, out, k0=0, k1=None, injected=None, work=None) -> int:
@@ -769,6 +775,10 @@ def sample(
         raise DivergenceError(failed, run.method.name, tgt.name, reasons)
     if failed:
         warnings.warn(str(DivergenceError(failed, run.method.name, tgt.name, reasons)), RuntimeWarning, stacklevel=2)
+    if alg.report is not None:
+        note = alg.report({name: buf.stats_now[:, q] for q, name in enumerate(alg.stats)})
+        if note:
+            warnings.warn(note, RuntimeWarning, stacklevel=2)
     return _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_density, init, init_velocity)
 
 
@@ -815,6 +825,9 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
     for c, k in failed.items():
         diverged_at[c] = k
     constants["diverged_at"] = diverged_at
+    if run.interacting:
+        for q, name in enumerate(alg.stats):
+            constants[f"final_{name}"] = buf.stats_now[:, q]
     moments = None
     if run.storage == "moments":
         shape = (n_chains, run.n_particles) if run.interacting else (n_chains,)

@@ -94,6 +94,9 @@ class Algorithm:
         Per-step statistics the step writes (stored with each kept draw of an ensemble).
     outputs : tuple of str
         The state arrays kept as draws (``theta``); every state array's final value is kept.
+    report : callable, optional
+        ``report(final_stats) -> str or None``: given each statistic's final value per
+        replica (a dict of arrays), a warning for the caller, or None.
     references : str
         Where the update comes from.
     """
@@ -112,6 +115,7 @@ class Algorithm:
     parallel_step: Callable | None = None
     stats: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ("theta",)
+    report: Callable[[dict], str | None] | None = None
     references: str = ""
 
     def initial_state(self, theta0: np.ndarray, given: dict, options: dict) -> tuple:

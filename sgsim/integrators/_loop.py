@@ -222,7 +222,7 @@ def _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u,
 
 
 def _ensemble_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, alpha, consts, noise, k0, bound,
-                   store, out, count, mean, m2, injected, stats_out):  # fmt: skip
+                   store, out, count, mean, m2, injected, stats_out, stats_now):  # fmt: skip
     n_rep, n_state, n_part, d = state.shape
     nb = alpha.shape[0]
     g = np.empty((n_part, d))
@@ -230,12 +230,12 @@ def _ensemble_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params
     pairs = np.empty((n_part, n_part))
     w = np.empty(n_part * n_part + 2048)
     delta = np.empty(d)
-    stats = np.zeros(stats_out.shape[2])
     for r in range(n_rep):
         if failed[r] >= 0:
             continue
         x = state[r]
         inj = injected[r]
+        stats = stats_now[r]
         for j in range(nb):
             _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works[r], rngs[r],
                   inj, stats)  # fmt: skip

@@ -46,7 +46,17 @@ from .._validate import ParameterError, ParameterTypeError, positive_float
 from ._base import INTERACTING, Algorithm, Method, Option, check_bool, constant_schedule
 from ._loop import gradient
 
-__all__ = ["SVGD", "METHOD", "select", "median_sq_distance", "kernel_matrix", "kernel_drift"]
+__all__ = [
+    "SVGD",
+    "METHOD",
+    "select",
+    "median_sq_distance",
+    "kernel_matrix",
+    "kernel_drift",
+    "check_bandwidth",
+    "pair_sq_distances",
+    "kernel_from_sq_distances",
+]
 
 
 @jit(inline=True)
@@ -197,12 +207,11 @@ def _kernel_tiles(P, bi, inv_h):
 
 
 @jit(inline=True)
-def kernel_matrix(Z, P, W, fixed_h):
-    """Fill ``P`` with the RBF kernel matrix of the particles ``Z`` and return the bandwidth used.
+def pair_sq_distances(Z, P):
+    """``P[i, m] = |z_i - z_m|^2`` for ``i < m`` (the upper triangle only).
 
-    ``fixed_h > 0`` is used as it is; ``0`` asks for the median heuristic. Pair terms are
-    computed once per pair (upper triangle), rows ``t`` and ``L-1-t`` together so that the
-    threads of a parallel step get equal shares of the triangle; ``W`` is the median's buffer.
+    Each pair once; rows ``t`` and ``L-1-t`` together so that the threads of a parallel step
+    get equal shares of the triangle.
     """
     n_part = Z.shape[0]
     half = (n_part + 1) // 2
@@ -210,20 +219,36 @@ def kernel_matrix(Z, P, W, fixed_h):
         _distance_row(Z, P, t)
         if n_part - 1 - t != t:
             _distance_row(Z, P, n_part - 1 - t)
-    h = fixed_h if fixed_h > 0.0 else median_sq_distance(P, W) / math.log(n_part)
+
+
+@jit(inline=True)
+def kernel_from_sq_distances(P, h):
+    """Turn the upper triangle of squared distances in ``P`` into the full RBF kernel matrix."""
     inv_h = 1.0 / h
-    n_tiles = (n_part + _TILE - 1) // _TILE
+    n_tiles = (P.shape[0] + _TILE - 1) // _TILE
     for t in prange((n_tiles + 1) // 2):
         _kernel_tiles(P, t, inv_h)
         if n_tiles - 1 - t != t:
             _kernel_tiles(P, n_tiles - 1 - t, inv_h)
+
+
+@jit(inline=True)
+def kernel_matrix(Z, P, W, fixed_h):
+    """Fill ``P`` with the RBF kernel matrix of the particles ``Z`` and return the bandwidth used.
+
+    ``fixed_h > 0`` is used as it is; ``0`` asks for the median heuristic (``W`` is its buffer).
+    """
+    pair_sq_distances(Z, P)
+    h = fixed_h if fixed_h > 0.0 else median_sq_distance(P, W) / math.log(Z.shape[0])
+    kernel_from_sq_distances(P, h)
     return h
 
 
 @jit(inline=True)
 def kernel_drift(Z, G, P, B, push_coef):
     """``B_i = push_coef sum_m K_im (z_i - z_m) - sum_m K_im g_m``: the smoothed ``-grad U`` plus a
-    multiple of the repulsion (``P`` holds ``K``, ``G`` the gradients of ``U``)."""
+    multiple of the repulsion (``P`` holds ``K``, ``G`` the gradients of ``U``).
+    """
     n_part, d = Z.shape
     for i in prange(n_part):
         for a in range(d):
@@ -260,7 +285,8 @@ step = jit(_svgd_step, cache=False)
 parallel_step = jit(_svgd_step, cache=False, parallel=True)
 
 
-def _bandwidth(name: str, value):
+def check_bandwidth(name: str, value):
+    """The bandwidth option: ``'median'`` or a number > 0."""
     if isinstance(value, str):
         if value != "median":
             raise ParameterError(name, f"{name} must be 'median' or a number > 0, got {value!r}")
@@ -276,7 +302,7 @@ SVGD = Algorithm(
     coupling=INTERACTING,
     state=("theta",),
     options={
-        "bandwidth": Option("median", _bandwidth, "RBF bandwidth h > 0, or 'median' (median heuristic each step)"),
+        "bandwidth": Option("median", check_bandwidth, "RBF bandwidth h > 0, or 'median' (median heuristic each step)"),
         "normalise": Option(True, check_bool, "divide the kernel sums by the number of particles L"),
     },
     units="drift step_size * phi(Z) (a lone particle: step_size * grad U); no injected noise",
