@@ -18,7 +18,7 @@ float64 (``benchmarks/jax_reference.py``). Also SVGD's milliseconds per iteratio
 
     python benchmarks/bench_sampling.py                  # about 3 minutes on 2 cores
     python benchmarks/bench_sampling.py --quick          # a smoke test
-    python benchmarks/bench_sampling.py --json out.json --sections chains,svgd
+    python benchmarks/bench_sampling.py --json out.json --sections chains,particles
 
 Run it under an older checkout (``PYTHONPATH=/path/to/old`` so that ``import sgsim`` finds
 it) to time that version with the same workload. This is a measurement, never a test.
@@ -231,24 +231,29 @@ def chains_section(reps: int, sizes, extra, jax_reps: int) -> dict:
     return out
 
 
-def svgd_section(reps: int, sizes=(100, 1000)) -> dict:
+def particles_section(reps: int, sizes=(100, 1000)) -> dict:
+    """ms per iteration of each interacting method sgsim has, on the 3x3 mixture."""
+    from sgsim.integrators import METHODS
+
     target = sgsim.targets.mixture_3x3()
     rows = []
-    for n_part in sizes:
-        z0 = np.random.default_rng(0).uniform(-4.0, 4.0, (n_part, 2))
-        n_iter = 200 if n_part <= 100 else 30
-        for bandwidth in ("median", 1.0):
-            for threads in (1, 2):
-                kw = dict(n_particles=n_part, init=z0, step_size=0.05, bandwidth=bandwidth, seed=0, n_threads=threads)
-                sgsim.sample(target, "svgd", 2, storage="final", **kw)  # compile
-                times = []
-                for _ in range(reps):
-                    r = sgsim.sample(target, "svgd", n_iter, storage="final", **kw)
-                    times.append(r.attrs["sampling_time_s"] / n_iter * 1e3)
-                rows.append({
-                    "n_particles": n_part, "bandwidth": bandwidth, "threads": threads,
-                    "ms_per_iteration": {"median": statistics.median(times), "min": min(times)},
-                })  # fmt: skip
+    for method in [m for m in ("svgd", "sgld_repulsive") if m in METHODS]:
+        for n_part in sizes:
+            z0 = np.random.default_rng(0).uniform(-4.0, 4.0, (n_part, 2))
+            n_iter = 200 if n_part <= 100 else 30
+            for bandwidth in ("median", 1.0):
+                for threads in (1, 2):
+                    kw = dict(n_particles=n_part, init=z0, step_size=0.05, bandwidth=bandwidth, seed=0,
+                              n_threads=threads)  # fmt: skip
+                    sgsim.sample(target, method, 2, storage="final", **kw)  # compile
+                    times = []
+                    for _ in range(reps):
+                        r = sgsim.sample(target, method, n_iter, storage="final", **kw)
+                        times.append(r.attrs["sampling_time_s"] / n_iter * 1e3)
+                    rows.append({
+                        "method": method, "n_particles": n_part, "bandwidth": bandwidth, "threads": threads,
+                        "ms_per_iteration": {"median": statistics.median(times), "min": min(times)},
+                    })  # fmt: skip
     return {"rows": rows}
 
 
@@ -291,12 +296,13 @@ def markdown(report) -> str:
                     f"{r['ns_per_step_per_chain_median']:.1f} ({r['ns_per_step_per_chain_min']:.1f}) | "
                     f"{r['compile_s']:.2f} |"
                 )
-    if "svgd" in report:
-        lines += ["", "| SVGD particles | bandwidth | threads | ms / iteration (min) |", "|---:|---|---:|---:|"]
-        for r in report["svgd"]["rows"]:
+    if "particles" in report:
+        lines += ["", "| method | particles | bandwidth | threads | ms / iteration (min) |", "|---|---:|---|---:|---:|"]
+        for r in report["particles"]["rows"]:
             t = r["ms_per_iteration"]
             lines.append(
-                f"| {r['n_particles']} | {r['bandwidth']} | {r['threads']} | {t['median']:.3f} ({t['min']:.3f}) |"
+                f"| {r['method']} | {r['n_particles']} | {r['bandwidth']} | {r['threads']} | "
+                f"{t['median']:.3f} ({t['min']:.3f}) |"
             )
     return "\n".join(lines)
 
@@ -306,7 +312,7 @@ def main(argv=None):
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--reps", type=int, default=5, help="timed runs of each configuration (default 5)")
     parser.add_argument("--jax-reps", type=int, default=3, help="timed runs of each JAX configuration (0: skip)")
-    parser.add_argument("--sections", default="chains,svgd", help="comma-separated: chains, svgd")
+    parser.add_argument("--sections", default="chains,particles", help="comma-separated: chains, particles")
     parser.add_argument("--quick", action="store_true", help="small sizes, 2 runs: a smoke test")
     args = parser.parse_args(argv)
     sections = {s.strip() for s in args.sections.split(",")}
@@ -316,8 +322,8 @@ def main(argv=None):
     report = {"machine": machine(), "import_s": IMPORT_S, "probe_before": parallel_probe()}
     if "chains" in sections:
         report["chains"] = chains_section(reps, sizes, extra, 0 if args.quick else args.jax_reps)
-    if "svgd" in sections and hasattr(sgsim.sample, "__code__") and "n_particles" in sgsim.sample.__code__.co_varnames:
-        report["svgd"] = svgd_section(reps, (30,) if args.quick else (100, 1000))
+    if "particles" in sections and "n_particles" in getattr(getattr(sgsim.sample, "__code__", None), "co_varnames", ()):
+        report["particles"] = particles_section(reps, (30,) if args.quick else (100, 1000))
     report["probe_after"] = parallel_probe()
     print(markdown(report))
     if args.json:

@@ -388,6 +388,18 @@ def _max_numba_threads() -> int:
 
 
 @contextmanager
+def _blas_threads(serial: bool):
+    """Hold BLAS (every loaded BLAS library) to one thread for the block, when ``serial``."""
+    if not serial:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+@contextmanager
 def _numba_threads(n: int):
     before = numba.get_num_threads()
     numba.set_num_threads(max(1, min(n, _max_numba_threads())))
@@ -463,7 +475,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
 
     futures: list = []
     try:
-        with _numba_threads(n_threads if parallel else numba.get_num_threads()):
+        with _numba_threads(n_threads if parallel else numba.get_num_threads()), _blas_threads(alg.serial_blas):
             ahead = inputs(0) if starts else None
             for i in range(len(starts)):
                 assert ahead is not None

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 from scipy import special
+from threadpoolctl import threadpool_limits
 
 # ----------------------------------------------------------------------------- targets
 
@@ -225,10 +226,11 @@ def sgld_repulsive(grad, Z0, eps, temp, xi, bandwidth=None, normalise=True, sign
         s = sign * (temp[k] if temp[k] > 0 else 1.0)
         Z = Z + c * eps[k] * (kern @ (-grad(Z)) + s * gamma)
         if temp[k] > 0:
-            # the factorisation numba runs (scipy's LAPACK, upper factor of the transposed array):
-            # K's condition number reaches 1e10 for 150 particles, and two orders of the
-            # factorisation differ by that many ulps
-            chol = scipy.linalg.cholesky(kern, lower=False).T
+            # the factorisation numba runs (scipy's LAPACK on one thread, upper factor of the
+            # transposed array): K's condition number reaches 1e10 for 150 particles, and two
+            # orders of the factorisation differ by that many ulps
+            with threadpool_limits(limits=1, user_api="blas"):
+                chol = scipy.linalg.cholesky(kern, lower=False).T
             Z = Z + np.sqrt(2.0 * eps[k] * temp[k] * c) * chol @ xi[k]
         path[k] = Z
         hs[k] = h

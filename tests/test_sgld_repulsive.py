@@ -245,7 +245,9 @@ def test_cholesky_jitter_is_used_only_when_needed_and_reported():
     assert r.constant_data["final_jitter"].values[0] == 0.0
 
 
-def test_threads_and_replica_counts_do_not_change_the_bits(tmp_path):
+def test_threads_replica_counts_and_blas_threads_do_not_change_the_bits(tmp_path):
+    # numba's threads forced to two (so that the comparison can fail on one core), and the
+    # Cholesky factor's BLAS given 1 or 2 threads: sgsim holds BLAS to one thread for the run
     script = textwrap.dedent(
         """
         import sys
@@ -262,16 +264,20 @@ def test_threads_and_replica_counts_do_not_change_the_bits(tmp_path):
         np.save(sys.argv[2], one.posterior["theta"].values)
         """
     )
-    out, single = tmp_path / "bits.npy", tmp_path / "one.npy"
-    env = {**os.environ, "NUMBA_NUM_THREADS": "2"}
-    proc = subprocess.run(
-        [sys.executable, "-c", script, str(out), str(single)], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr
-    one, two = np.load(out)
-    assert np.array_equal(one, two)
-    assert np.array_equal(np.load(single)[0], one[0])
-    assert not np.array_equal(one[0], one[1])
+    saved = []
+    for blas in ("1", "2"):
+        out, single = tmp_path / f"bits{blas}.npy", tmp_path / f"one{blas}.npy"
+        env = {**os.environ, "NUMBA_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": blas}
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(out), str(single)], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr
+        one, two = np.load(out)
+        assert np.array_equal(one, two)
+        assert np.array_equal(np.load(single)[0], one[0])
+        assert not np.array_equal(one[0], one[1])
+        saved.append(one)
+    assert np.array_equal(saved[0], saved[1])
 
 
 BAD = [

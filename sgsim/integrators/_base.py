@@ -94,6 +94,9 @@ class Algorithm:
         Per-step statistics the step writes (stored with each kept draw of an ensemble).
     outputs : tuple of str
         The state arrays kept as draws (``theta``); every state array's final value is kept.
+    serial_blas : bool
+        The step calls LAPACK (through numba): BLAS is held to one thread during the run, since
+        a threaded factorisation's bits depend on how many threads BLAS has.
     report : callable, optional
         ``report(final_stats) -> str or None``: given each statistic's final value per
         replica (a dict of arrays), a warning for the caller, or None.
@@ -115,6 +118,7 @@ class Algorithm:
     parallel_step: Callable | None = None
     stats: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ("theta",)
+    serial_blas: bool = False
     report: Callable[[dict], str | None] | None = None
     references: str = ""
 
