@@ -55,7 +55,8 @@ needed so far is recorded with each kept draw (``sample_stats["jitter"]``) and a
 (``constant_data["final_jitter"]``), and :func:`sgsim.sample` warns when it went beyond
 ``1e-8``. With the median bandwidth a few hundred particles in two dimensions already need
 ``1e-10``: an RBF kernel matrix of many nearby points has eigenvalues below the rounding
-error of its largest.
+error of its largest. Since ``K`` is positive semidefinite in exact arithmetic, rounding alone
+never calls for much more; a larger jitter means something else is wrong.
 A kernel that no jitter up to ``1e-4`` makes factorable (non-finite particles) marks the
 ensemble as diverged.
 
@@ -100,6 +101,7 @@ __all__ = [
     "CYCLICAL",
     "MINUS_GAMMA",
     "JITTERS",
+    "QUIET_JITTER",
     "cholesky_with_jitter",
     "median_pairs",
 ]
