@@ -1,5 +1,6 @@
 """Pure mathematics of the samplers: closed forms and exact laws. Imports no integrator."""
 
+from . import fokker_planck
 from .convergence import (
     Theorem1Terms,
     TheoremConstants,
@@ -34,6 +35,7 @@ from .exact_law import (
 from .stationary import sghmc_scalar_stationary, sgld_scalar_stationary
 
 __all__ = [
+    "fokker_planck",
     "sgld_scalar_stationary",
     "sghmc_scalar_stationary",
     "GaussianPath",
