@@ -437,6 +437,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
     chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
     consts = alg.constants(run.options)
+    pair_shape = tuple(int(v) for v in alg.pair_shape(run.n_particles or 1, run.options)) if run.interacting else (0, 0)
     # the largest float when there is no bound (or an overflowing one), so that inf fails it too
     bound = sys.float_info.max if run.divergence_bound is None else min(float(run.divergence_bound), sys.float_info.max)
     per_replica = run.n_particles if run.interacting else 1
@@ -469,7 +470,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         if started is not None:
             started.release()
         if run.interacting:
-            loop(*args, buf.stats_out[c0:c1], buf.stats_now[c0:c1])
+            loop(*args, buf.stats_out[c0:c1], buf.stats_now[c0:c1], pair_shape)
         else:
             loop(*args)
 
@@ -507,15 +508,26 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         wait(futures)
 
 
-def _check_memory(run: Run, n_chains: int) -> None:
-    """Refuse, before any work, kept draws that would not fit in the machine's memory."""
-    if run.storage != "draws":
-        return
-    need = 8.0 * n_chains * run.n_draws * float(np.prod(run.member_shape))
+def _check_memory(run: Run, n_chains: int, n_threads: int) -> None:
+    """Refuse, before any work, kept draws or ensemble buffers that would not fit in memory."""
     try:
         total = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):  # not a POSIX system: let NumPy say it
         return
+    if run.interacting:
+        rows, cols = run.method.algorithm.pair_shape(run.n_particles or 1, run.options)
+        # each thread's loop holds the pair buffer and a work buffer of its size
+        pairs = 16.0 * rows * cols * min(n_threads, n_chains)
+        if pairs > 0.8 * total:
+            raise ParameterError(
+                "n_particles",
+                f"{run.n_particles:,} particles need {pairs / 2**30:,.1f} GiB of pair terms per step, and this machine "
+                f"has {total / 2**30:,.1f} GiB: use fewer particles, or a method whose cost grows like L "
+                "(sgld_repulsive_rb)",
+            )
+    if run.storage != "draws":
+        return
+    need = 8.0 * n_chains * run.n_draws * float(np.prod(run.member_shape))
     if need > 0.8 * total:
         raise ParameterError(
             "thin",
@@ -764,7 +776,7 @@ def sample(
         rngs = _rng.particle_states(seed, n_chains, run.n_particles or 1)
     else:
         rngs = _rng.chain_states(seed, n_chains)
-    _check_memory(run, n_chains)
+    _check_memory(run, n_chains, n_threads)
     buf = _allocate(run, n_chains, state0, rngs)
     keeper = _Keeper(run)
 

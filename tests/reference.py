@@ -251,3 +251,43 @@ def particle_normals(seed, replica, n_particles, n_steps, d, noisy):
             for p in range(n_particles):
                 xi[k, p] = gens[p].standard_normal(d)
     return xi
+
+
+def sgld_repulsive_rb(grad, Z0, eps, temp, seed, bandwidth, batch_size, normalise=True, replica=0):
+    """All iterates of SGLD+R in random batches, shape (K, L, d).
+
+    Each step: the gradients; a Fisher-Yates shuffle of ``0..L-1`` (``r = m +
+    integers(0, L - m)`` from particle 0's stream); batches of ``batch_size`` consecutive
+    shuffled particles, the remainder joining the last; in each batch the SGLD+R step of that
+    batch alone (``c = 1 / size`` with ``normalise``), the normals of each particle from its
+    own stream (``SeedSequence(seed, spawn_key=(replica, 0, particle))``).
+    """
+    Z = np.array(Z0, float)
+    n, d = Z.shape
+    gens = [np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(replica, 0, p))))
+            for p in range(n)]  # fmt: skip
+    path = np.empty((len(eps),) + Z.shape)
+    h = float(bandwidth)
+    for k in range(len(eps)):
+        G = grad(Z)
+        perm = np.arange(n)
+        for m in range(n - 1):
+            r = m + gens[0].integers(0, n - m)
+            perm[[m, r]] = perm[[r, m]]
+        new = Z.copy()
+        n_batches = n // batch_size
+        for b in range(n_batches):
+            idx = perm[b * batch_size : (b + 1) * batch_size] if b < n_batches - 1 else perm[b * batch_size :]
+            Zb, Gb = Z[idx], G[idx]
+            diff = Zb[:, None, :] - Zb[None, :, :]
+            kern = np.exp(-np.sum(diff**2, -1) / h)
+            c = 1.0 / len(idx) if normalise else 1.0
+            s = temp[k] if temp[k] > 0 else 1.0
+            step = Zb + c * eps[k] * (kern @ (-Gb) + s * (2.0 / h) * np.einsum("ij,ijk->ik", kern, diff))
+            if temp[k] > 0:
+                xi = np.array([gens[p].standard_normal(d) for p in idx])
+                step = step + np.sqrt(2.0 * eps[k] * temp[k] * c) * np.linalg.cholesky(kern) @ xi
+            new[idx] = step
+        Z = new
+        path[k] = Z
+    return path

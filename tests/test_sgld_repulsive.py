@@ -302,3 +302,61 @@ def test_bad_input_names_the_parameter(what, kwargs, exc, match):
     with pytest.raises(exc, match=match) as info:
         sgsim.sample(MIX, "sgld_repulsive", 10, step_size=0.05, seed=0, **kwargs)
     assert getattr(info.value, "parameter", None) is not None
+
+
+# ----------------------------------------------------------------------------- random batches
+
+
+@pytest.mark.parametrize("n_particles, batch_size, n_threads", [(23, 5, 1), (157, 10, 2)])
+def test_random_batch_step_matches_the_reference(n_particles, batch_size, n_threads):
+    # 23 = 4 batches of 5 and a last of 8; 157 particles run the parallel step on 2 threads
+    k, seed = 30, 6
+    sched = sgsim.schedules.cyclical(0.05, k, n_cycles=2, explore_fraction=0.3)
+    z0 = init(n_particles)
+    result = sgsim.sample(
+        MIX, "sgld_repulsive_rb", schedule=sched, n_particles=n_particles, init=z0, bandwidth=0.8,
+        batch_size=batch_size, seed=seed, n_threads=n_threads,
+    )  # fmt: skip
+    kept = np.flatnonzero(sched.collect)
+    got = result.posterior["theta"].values[0]
+    path = R.sgld_repulsive_rb(mix_grad, z0, sched.step_size, sched.temperature, seed, 0.8, batch_size)[kept]
+    np.testing.assert_allclose(got, path, rtol=0, atol=1e-12 * np.abs(path).max())
+    # negative control: the partitions and normals of another seed are far from the compiled step
+    other = R.sgld_repulsive_rb(mix_grad, z0, sched.step_size, sched.temperature, seed + 1, 0.8, batch_size)[kept]
+    assert np.max(np.abs(got - other)) > 1e-3
+
+
+def test_random_batches_sample_a_gaussian():
+    # each batch's step is an exact SGLD+R step of that batch, which leaves the product target
+    # invariant; so does their composition: the same SE-based test as the exact sampler's, with
+    # SGLD's bias bound for a step eps lambda_max(K_batch) / batch <= eps
+    n_rep, L, eps = 100, 50, 0.05
+    z0 = np.random.default_rng(1).normal(size=(n_rep, L, 2))
+    r = sgsim.sample(
+        GAUSS2, "sgld_repulsive_rb", 4000, n_chains=n_rep, n_particles=L, init=z0, step_size=eps, bandwidth=1.0,
+        batch_size=5, seed=4, burn_in=1000, thin=100,
+    )  # fmt: skip
+    v = (r.posterior["theta"].values ** 2).mean(axis=(1, 2, 3))
+    bias = 1.0 / (1.0 - eps / 2) - 1.0
+    assert abs(v.mean() - 1.0) <= 4 * v.std(ddof=1) / np.sqrt(n_rep) + bias
+
+
+RB_BAD = [
+    ("median bandwidth", dict(), ValueError, "fixed bandwidth"),
+    ("batch of one", dict(bandwidth=1.0, batch_size=1), ValueError, "batch_size"),
+    ("batch beyond the ensemble", dict(bandwidth=1.0, batch_size=20), ValueError, "batch_size"),
+]
+
+
+@pytest.mark.parametrize("what, kwargs, exc, match", RB_BAD, ids=[b[0] for b in RB_BAD])
+def test_random_batch_bad_input_names_the_parameter(what, kwargs, exc, match):
+    with pytest.raises(exc, match=match) as info:
+        sgsim.sample(MIX, "sgld_repulsive_rb", 10, n_particles=10, step_size=0.05, seed=0, **kwargs)
+    assert getattr(info.value, "parameter", None) is not None
+
+
+def test_pair_terms_that_cannot_fit_are_refused_before_work():
+    # a million particles of the exact sampler need 16 TB of pair terms; the random-batch one does not
+    with pytest.raises(ValueError, match="pair terms") as info:
+        sgsim.sample(MIX, "sgld_repulsive", 10, n_particles=1_000_000, step_size=0.05, seed=0, storage="final")
+    assert info.value.parameter == "n_particles" and "sgld_repulsive_rb" in str(info.value)

@@ -12,8 +12,8 @@ import reference as R
 
 import sgsim
 from sgsim import dynamics, targets
-from sgsim.theory import fokker_planck
 from sgsim.targets import regression
+from sgsim.theory import fokker_planck
 
 MIX = targets.mixture_3x3()
 

@@ -94,6 +94,9 @@ class Algorithm:
         Per-step statistics the step writes (stored with each kept draw of an ensemble).
     outputs : tuple of str
         The state arrays kept as draws (``theta``); every state array's final value is kept.
+    pair_shape : callable
+        ``pair_shape(n_particles, options) -> (rows, cols)``: the shape of the buffer an
+        ensemble step gets for pair terms (``(L, L)`` by default).
     serial_blas : bool
         The step calls LAPACK (through numba): BLAS is held to one thread during the run, since
         a threaded factorisation's bits depend on how many threads BLAS has.
@@ -118,6 +121,9 @@ class Algorithm:
     parallel_step: Callable | None = None
     stats: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ("theta",)
+    pair_shape: Callable[[int, dict], tuple[int, int]] = field(
+        default=lambda n_particles, options: (n_particles, n_particles)
+    )
     serial_blas: bool = False
     report: Callable[[dict], str | None] | None = None
     references: str = ""

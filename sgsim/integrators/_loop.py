@@ -35,7 +35,8 @@ Interacting ensembles (``coupling = "interacting"``)::
 advances one ensemble: ``X`` has shape ``(n_state, L, d)``; ``G`` and ``B`` are ``(L, d)``
 buffers, ``P`` an ``(L, L)`` buffer for pair terms and ``W`` one of ``L * L + 2048`` values; ``works`` and
 ``rngs`` hold one row per particle; ``inj`` standard normals that replace the streams' (shape
-``(nb, L, d)``, or empty); ``stats`` is a ``(n_stats,)`` buffer the step may fill with per-step
+``(nb, L, d)``, or empty); ``P`` has the algorithm's ``pair_shape`` (``(L, L)`` unless it says
+otherwise) and ``W`` as many values plus 2048; ``stats`` is a ``(n_stats,)`` buffer the step may fill with per-step
 statistics (e.g. the bandwidth it used), stored with each kept draw.
 
 Stores
@@ -222,13 +223,13 @@ def _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u,
 
 
 def _ensemble_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, alpha, consts, noise, k0, bound,
-                   store, out, count, mean, m2, injected, stats_out, stats_now):  # fmt: skip
+                   store, out, count, mean, m2, injected, stats_out, stats_now, pair_shape):  # fmt: skip
     n_rep, n_state, n_part, d = state.shape
     nb = alpha.shape[0]
     g = np.empty((n_part, d))
     b = np.empty((n_part, d))
-    pairs = np.empty((n_part, n_part))
-    w = np.empty(n_part * n_part + 2048)
+    pairs = np.empty((pair_shape[0], pair_shape[1]))
+    w = np.empty(pair_shape[0] * pair_shape[1] + 2048)
     delta = np.empty(d)
     for r in range(n_rep):
         if failed[r] >= 0:

@@ -68,7 +68,20 @@ Emulated gradient noise (a target's ``grad_noise_cov``) is not added to ensemble
 SVGD; real minibatch gradients (a target's stochastic gradient) are used when present.
 
 Cost per noisy step: SVGD's ``O(L^2 d)`` plus the Cholesky factor, ``L^3 / 3`` multiply-adds,
-and the product ``C_K Xi``, ``L^2 d / 2``.
+and the product ``C_K Xi``, ``L^2 d / 2`` (measured on the 3x3 mixture: 0.17 ms at ``L = 100``,
+20 ms at ``L = 1000``, with the factor computed at every step).
+
+Large ensembles: ``sgld_repulsive_rb``. The paper leaves ``L >> 100`` open. Here, at every
+step, the particles are shuffled (Fisher-Yates, from particle 0's stream) and cut into batches
+of ``batch_size = p`` (the remainder joins the last batch), and each batch takes the SGLD+R
+step of its own ``p`` particles: kernel, drift, ``Gamma`` and noise ``(2 epsilon T / p) K_B
+(x) I_d`` with ``K_B`` the batch's kernel matrix, in the style of the random batch methods of
+Jin, Li and Liu ("Random batch methods (RBM) for interacting particle systems", 2020). The
+cost per step is ``O(L p d + L p^2)``. Each batch step is an exact SGLD+R step of that batch,
+which leaves the product target of its particles (and so of all ``L``) stationary; a
+composition of such steps does too. What changes is the dynamics (each particle feels ``p - 1``
+random partners per step instead of all), not the stationary law. A fixed bandwidth is
+required: the median of a few particles is noise.
 """
 
 from __future__ import annotations
@@ -80,7 +93,8 @@ from numba import prange
 
 from .. import dynamics
 from .._jit import jit
-from ..rng import standard_normal
+from .._validate import ParameterError, integer
+from ..rng import integers, standard_normal
 from ._base import (
     CONSTANT_OPTIONS,
     CYCLICAL_OPTIONS,
@@ -104,6 +118,8 @@ __all__ = [
     "QUIET_JITTER",
     "cholesky_with_jitter",
     "median_pairs",
+    "SGLD_REPULSIVE_RB",
+    "RANDOM_BATCH",
 ]
 
 # the jitters tried in turn when K alone cannot be factored (K has a unit diagonal)
@@ -336,4 +352,173 @@ MINUS_GAMMA = Method(
     CONSTANT_OPTIONS,
     "not a sampler: SGLD+R with the printed -Gamma (particles attract), kept for the Fokker-Planck checks",
     "[Rep] eqs. 2, 5-8 as printed",
+)
+
+
+# ----------------------------------------------------------------------------- random batches (large L)
+
+
+@jit
+def _batch_cholesky(K, C, n, jitter):
+    """Lower Cholesky factor of ``K[:n, :n] + jitter I`` into ``C[:n, :n]``; False if not positive definite."""
+    for i in range(n):
+        for m in range(i + 1):
+            acc = K[i, m] + (jitter if i == m else 0.0)
+            for q in range(m):
+                acc -= C[i, q] * C[m, q]
+            if i == m:
+                if not acc > 0.0:
+                    return False
+                C[i, i] = math.sqrt(acc)
+            else:
+                C[i, m] = acc / C[m, m]
+    return True
+
+
+def _rb_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats):
+    Z = X[0]
+    n_part, d = Z.shape
+    h = consts[0]
+    normalise = consts[1] > 0.0
+    sign = consts[2]
+    p = int(consts[3])
+    sd = noise[0]
+    noisy = noise[3][j]
+    temp = noise[4][j]
+    for i in prange(n_part):
+        gradient(Z[i], G[i], grad_u, stochastic_grad_u, params, works[i], rngs[i])
+    # a fresh random partition: a Fisher-Yates shuffle from particle 0's stream, cut into
+    # batches of p (the remainder joins the last batch)
+    perm = np.arange(n_part)
+    for m in range(n_part - 1):
+        r = m + integers(rngs[0], 0, n_part - m)
+        t = perm[m]
+        perm[m] = perm[r]
+        perm[r] = t
+    n_batches = n_part // p
+    inv_h = 1.0 / h
+    coef = sign * (temp if temp > 0.0 else 1.0) * (2.0 * inv_h)
+    stats[0] = h
+    worst = 0.0
+    for b in prange(n_batches):
+        start = b * p
+        size = p if b < n_batches - 1 else n_part - start
+        K = P[start : start + size, :size]
+        C = P[start : start + size, size : 2 * size]
+        for m in range(size):
+            K[m, m] = 1.0
+            for q in range(m + 1, size):
+                acc = 0.0
+                for a in range(d):
+                    diff = Z[perm[start + m], a] - Z[perm[start + q], a]
+                    acc += diff * diff
+                K[m, q] = math.exp(-acc * inv_h)
+                K[q, m] = K[m, q]
+        c_len = 1.0 / size if normalise else 1.0
+        eps = alpha[j] * c_len
+        # the batch's drift into B (rows in batch order)
+        for m in range(size):
+            zi = perm[start + m]
+            for a in range(d):
+                pull = 0.0
+                push = 0.0
+                for q in range(size):
+                    zq = perm[start + q]
+                    pull += K[m, q] * G[zq, a]
+                    push += K[m, q] * (Z[zi, a] - Z[zq, a])
+                B[start + m, a] = coef * push - pull
+        if noisy:
+            delta = 0.0
+            ok = _batch_cholesky(K, C, size, 0.0)
+            for attempt in range(len(JITTERS)):
+                if ok:
+                    break
+                delta = JITTERS[attempt]
+                ok = _batch_cholesky(K, C, size, delta)
+            if not ok:
+                for m in range(size):
+                    B[start + m, 0] = np.nan
+                continue
+            worst = max(worst, delta)
+            # each particle's normals from its own stream, into G's rows (gradients are used)
+            for m in range(size):
+                zi = perm[start + m]
+                for a in range(d):
+                    G[zi, a] = inj[j, zi, a] if inj.shape[0] > 0 else standard_normal(rngs[zi])
+            c = sd[j, 0] * math.sqrt(c_len)
+            for m in range(size):
+                zi = perm[start + m]
+                for a in range(d):
+                    acc = 0.0
+                    for q in range(m + 1):
+                        acc += C[m, q] * G[perm[start + q], a]
+                    W[(start + m) * d + a] = Z[zi, a] + eps * B[start + m, a] + c * acc
+        else:
+            for m in range(size):
+                zi = perm[start + m]
+                for a in range(d):
+                    W[(start + m) * d + a] = Z[zi, a] + eps * B[start + m, a]
+    stats[1] = max(stats[1], worst)
+    for m in prange(n_part):
+        zi = perm[m]
+        for a in range(d):
+            Z[zi, a] = W[m * d + a]
+
+
+rb_step = jit(_rb_step, cache=False)
+rb_parallel_step = jit(_rb_step, cache=False, parallel=True)
+
+
+def _check_batch_size(name: str, value):
+    return integer(name, value, low=2)
+
+
+def _rb_check(options: dict, target) -> dict:
+    if options["bandwidth"] == "median":
+        raise ParameterError(
+            "bandwidth",
+            "sgld_repulsive_rb needs a fixed bandwidth h > 0: the median of a batch of a few particles is noise",
+        )
+    if options["batch_size"] > options["n_particles"]:
+        raise ParameterError(
+            "batch_size", f"batch_size must be <= n_particles ({options['n_particles']}), got {options['batch_size']}"
+        )
+    return options
+
+
+SGLD_REPULSIVE_RB = Algorithm(
+    name="sgld_repulsive_rb",
+    summary="SGLD+R in random batches: each step, every particle interacts with the p-1 others of its batch",
+    coupling=INTERACTING,
+    state=("theta",),
+    options={
+        "bandwidth": Option("median", check_bandwidth, "RBF bandwidth h > 0 (required: no median heuristic)"),
+        "normalise": Option(True, check_bool, "divide a batch's drift and noise by its size"),
+        "batch_size": Option(10, _check_batch_size, "particles per random batch p >= 2"),
+    },
+    units="per batch of p: drift step_size * (-K grad U + T Gamma) / p, noise 2 * step_size * T * K / p per coordinate",
+    step=rb_step,
+    parallel_step=rb_parallel_step,
+    constants=lambda options: (
+        float(options["bandwidth"]),
+        1.0 if options["normalise"] else 0.0,
+        1.0,
+        float(options["batch_size"]),
+    ),
+    noise=_noise,
+    check=_rb_check,
+    stats=("bandwidth", "jitter"),
+    report=_report,
+    # K and C of each batch side by side, rows in batch order (the last batch up to 2p - 1 long)
+    pair_shape=lambda n_particles, options: (n_particles, 4 * options["batch_size"]),
+    references="[Rep] eqs. 5-8 in random batches (Jin, Li and Liu 2020, random batch methods)",
+)
+
+RANDOM_BATCH = Method(
+    "sgld_repulsive_rb",
+    SGLD_REPULSIVE_RB,
+    constant_schedule,
+    CONSTANT_OPTIONS,
+    "SGLD+R with random batches of batch_size particles: cost per step grows like L * batch_size",
+    "[Rep] eqs. 5-8; Jin, Li and Liu (2020)",
 )
