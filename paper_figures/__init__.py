@@ -1,7 +1,8 @@
 """Scripts that regenerate the papers' figures and tables, and their registry.
 
 Each module draws one figure or table of "Cyclical Stochastic Gradient MCMC for Bayesian
-Deep Learning" from an experiment in :mod:`sgsim.experiments`. It writes PNGs atomically
+Deep Learning" or "Stochastic Gradient MCMC with Repulsive Forces" from an experiment in
+:mod:`sgsim.experiments`. It writes PNGs atomically
 and returns a :class:`Section`: Markdown with a ``quantity | paper value | ours | note``
 table. ``sgsim reproduce`` runs :data:`FIGURES` in order; each module also runs on its
 own, e.g. ``python -m sgsim._paper_figures.cyclical_table4_coverage --out DIR``.
@@ -53,6 +54,9 @@ FIGURES: tuple[FigureEntry, ...] = (
     FigureEntry("cyclical_fig5_single", "Figure 5: 25-Gaussian mixture, a single chain"),
     FigureEntry("cyclical_table4_coverage", "Table 4: mode coverage on the 25-Gaussian mixture"),
     FigureEntry("cyclical_table1_ess", "Table 1: median ESS, Bayesian logistic regression (Australian, German, Heart)"),
+    FigureEntry(
+        "repulsive_table1_gaussian", "[Rep] Figure 2 and Table 1: six particles on a Gaussian, SVGD and SGLD+R"
+    ),
 )
 
 
