@@ -360,3 +360,17 @@ def test_pair_terms_that_cannot_fit_are_refused_before_work():
     with pytest.raises(ValueError, match="pair terms") as info:
         sgsim.sample(MIX, "sgld_repulsive", 10, n_particles=1_000_000, step_size=0.05, seed=0, storage="final")
     assert info.value.parameter == "n_particles" and "sgld_repulsive_rb" in str(info.value)
+
+
+def test_batch_cholesky_refuses_a_singular_kernel_until_jittered():
+    from sgsim.integrators.sgld_repulsive import _batch_cholesky
+
+    ones = np.ones((4, 4))  # rank one: four coinciding particles
+    c = np.zeros((4, 4))
+    assert not _batch_cholesky(ones, c, 4, 0.0)
+    assert _batch_cholesky(ones, c, 4, 1e-6)
+    np.testing.assert_allclose(np.tril(c) @ np.tril(c).T, ones + 1e-6 * np.eye(4), atol=1e-12)
+    good = np.exp(-(np.subtract.outer(np.arange(5.0), np.arange(5.0)) ** 2))
+    c = np.zeros((8, 8))  # only the leading n x n block is used
+    assert _batch_cholesky(good, c, 5, 0.0)
+    np.testing.assert_allclose(np.tril(c[:5, :5]) @ np.tril(c[:5, :5]).T, good, atol=1e-13)

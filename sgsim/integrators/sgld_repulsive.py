@@ -399,7 +399,7 @@ def _rb_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u, 
     inv_h = 1.0 / h
     coef = sign * (temp if temp > 0.0 else 1.0) * (2.0 * inv_h)
     stats[0] = h
-    worst = 0.0
+    jitter = np.zeros(n_batches)  # per batch, reduced after the parallel loop
     for b in prange(n_batches):
         start = b * p
         size = p if b < n_batches - 1 else n_part - start
@@ -435,11 +435,12 @@ def _rb_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u, 
                     break
                 delta = JITTERS[attempt]
                 ok = _batch_cholesky(K, C, size, delta)
-            if not ok:
+            if not ok:  # no jitter helps: the particles are not finite; the loop reports it
                 for m in range(size):
-                    B[start + m, 0] = np.nan
+                    for a in range(d):
+                        W[(start + m) * d + a] = np.nan
                 continue
-            worst = max(worst, delta)
+            jitter[b] = delta
             # each particle's normals from its own stream, into G's rows (gradients are used)
             for m in range(size):
                 zi = perm[start + m]
@@ -458,7 +459,7 @@ def _rb_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u, 
                 zi = perm[start + m]
                 for a in range(d):
                     W[(start + m) * d + a] = Z[zi, a] + eps * B[start + m, a]
-    stats[1] = max(stats[1], worst)
+    stats[1] = max(stats[1], jitter.max())
     for m in prange(n_part):
         zi = perm[m]
         for a in range(d):
