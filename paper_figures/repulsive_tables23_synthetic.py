@@ -1,0 +1,97 @@
+"""Tables 2 and 3 of "Stochastic Gradient MCMC with Repulsive Forces" (§4.1): ESS and the error of
+E[X], SGLD with L parallel chains against SGLD+R with L particles, on the mixture of exponentials
+(L = 10) and the 3x3 mixture (L = 20). The protocol and our settings are stated in
+:mod:`sgsim.experiments.repulsive_synthetic`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from sgsim.experiments.repulsive_synthetic import PAPER_TABLE2, PAPER_TABLE3, SETTINGS, SyntheticRuns, run_synthetic
+
+from ._common import DEFAULT_SEED, Section, md_table, new_figure, save, script_main
+
+NAME = "repulsive_tables23_synthetic"
+TITLE = "[Rep] Tables 2 and 3: ESS and error of E[X], SGLD vs SGLD+R on two synthetic targets"
+METHODS = (("sgld", "SGLD"), ("sgld_repulsive", "SGLD+R"))
+
+
+def draw(results: dict) -> object:
+    """Per target: each run's error of E[X] (dots), mean ± SE (bars), the paper's value (squares)."""
+    fig = new_figure(figsize=(8, 3.6))
+    axes = fig.subplots(1, len(SETTINGS))
+    rng = np.random.default_rng(0)  # jitter of the dots only
+    for ax, name in zip(axes, SETTINGS, strict=True):
+        for i, (method, _) in enumerate(METHODS):
+            r: SyntheticRuns = results[name, method]
+            ax.scatter(i + rng.uniform(-0.08, 0.08, r.error.size), r.error, s=8, alpha=0.5, lw=0)
+            se = r.error.std(ddof=1) / np.sqrt(r.error.size)
+            ax.errorbar(i + 0.2, r.error.mean(), yerr=se, fmt="o", color="C3", capsize=3,
+                        label="ours, mean ± SE" if i == 0 else None)  # fmt: skip
+            ax.plot(i + 0.3, PAPER_TABLE3[name][i], "s", color="black", label="paper" if i == 0 else None)
+        ax.set_xticks(range(len(METHODS)))
+        ax.set_xticklabels([m[1] for m in METHODS])
+        ax.set_ylabel("error of E[X] per run")
+        ax.set_title(f"{name}, L = {SETTINGS[name][1]}", fontsize=9)
+        ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def _ms(values: np.ndarray) -> str:
+    return f"{np.mean(values):.3g} ± {np.std(values, ddof=1) / np.sqrt(values.size):.2g}"
+
+
+def report(results: dict, n_runs: int, seed: int, figure: str) -> str:
+    """The section's Markdown."""
+    rows = []
+    for name in SETTINGS:
+        for i, (method, label) in enumerate(METHODS):
+            r = results[name, method]
+            rows += [
+                (f"{name} {label}: error of E[X]", PAPER_TABLE3[name][i], _ms(r.error), "Table 3"),
+                (f"{name} {label}: ESS, particles as chains", PAPER_TABLE2[name][i], _ms(r.ess_pooled), "Table 2"),
+                (f"{name} {label}: ESS, mean per particle", "", _ms(r.ess_particle), ""),
+                (f"{name} {label}: ESS by replication", "", f"{r.ess_replication:.3g}", "Var(X) / Var(estimate)"),
+                (f"{name} {label}: ESS/s (pooled)", PAPER_TABLE2[name][2 + i], _ms(r.ess_pooled / r.seconds),
+                 "compiled here: not comparable"),
+            ]  # fmt: skip
+    return "\n".join(
+        [
+            f"Mean ± standard error over {n_runs} independent runs (seeds {seed} to {seed + n_runs - 1}); the paper "
+            "gives one number per cell and no step size, bandwidth, initialisation or run count. Ours: the same "
+            "step for both samplers (0.05 on MoE, 0.01 on MoG), no 1/L, median bandwidth, particles from the "
+            "target's box; 500 burn-in iterations, then 500 keeping every 10th.",
+            "",
+            "**Reading the ESS rows**: ArviZ's multi-chain ESS with the particles as chains assumes independent "
+            "chains, which SGLD+R's particles are not; the replication ESS, the target's variance over the "
+            "variance of a run's estimate across runs, counts what the estimate is worth and sees the "
+            "negative correlation the repulsion puts between particles. On the exponential mixture the two "
+            "disagree in direction: the repulsion lowers the per-chain ESS and raises the replication ESS "
+            "several times. ESS/s divides by our compiled sampling time (milliseconds), so its scale is not "
+            "the paper's.",
+            "",
+            md_table(rows),
+            "",
+            f"![errors of E[X]]({figure})",
+            "",
+            "*What to look at*: per target, the spread of the error over runs for each sampler beside the "
+            "paper's single value; where the dots of SGLD+R sit lower, the repulsion helps the estimate.",
+        ]
+    )
+
+
+def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DEFAULT_SEED) -> Section:
+    """Run both samplers on both targets; draw the errors; return the report section."""
+    n_runs = 100 if full else 20
+    results = {(name, m): run_synthetic(name, m, n_runs, seed) for name in SETTINGS for m, _ in METHODS}
+    figure = save(draw(results), out_dir, f"{NAME}.png")
+    return Section(NAME, TITLE, report(results, n_runs, seed, figure), [figure])
+
+
+if __name__ == "__main__":
+    sys.exit(script_main(run))
