@@ -57,3 +57,13 @@ def test_synthetic_runs_follow_the_protocol():
             # 50 kept snapshots of L particles: a per-particle ESS cannot exceed 50 by much
             assert np.all(r.ess_particle < 100) and np.all(r.ess_pooled > 0)
     assert rs.targets.exponential_mixture().extras["raw_moment_z"](1) == pytest.approx(14 / 9)
+
+
+def test_running_moments_and_final_particles_have_the_figures_shapes():
+    from sgsim.experiments import repulsive_synthetic as rs
+
+    it, est = rs.running_moments(10, "sgld_repulsive", 2, seed=1, n_steps=100, thin=10)
+    assert it.tolist() == list(range(10, 101, 10)) and est.shape == (2, 2, 10)
+    assert np.all(est[:, 1] >= est[:, 0] ** 2 - 1e-12)  # a running E z^2 is at least (E z)^2 over the same draws
+    pts = rs.final_particles("sgld", seed=1, n_steps=50)
+    assert pts.shape == (20, 2) and np.all(np.isfinite(pts))

@@ -127,3 +127,41 @@ def run_synthetic(name: str, method: str, n_runs: int, seed: int) -> SyntheticRu
         seconds=np.array(out["seconds"]),
         target_var=float(target_var),
     )
+
+
+def _snapshots(name: str, method: str, n_part: int, n_steps: int, seed: int, thin: int) -> np.ndarray:
+    """Every ``thin``-th state of one run from step ``thin``: shape (snapshots, L, d).
+
+    With more particles than the setting's, both samplers take the step times ``L_setting / L``:
+    SGLD+R's ``epsilon lambda_max(K)`` can reach ``epsilon L``, which the setting keeps stable.
+    """
+    factory, base, step = SETTINGS[name]
+    step = step * min(1.0, base / n_part)
+    target = factory()
+    if method == "sgld":
+        res = sample(target, "sgld", n_steps, n_chains=n_part, step_size=step, seed=seed, thin=thin, progress=False)
+        return np.moveaxis(res.posterior["theta"].values, 0, 1)
+    res = sample(target, method, n_steps, n_particles=n_part, normalise=False, step_size=step, seed=seed, thin=thin,
+                 progress=False)  # fmt: skip
+    return res.posterior["theta"].values[0]
+
+
+def running_moments(n_part: int, method: str, n_runs: int, seed: int, n_steps: int = 1000, thin: int = 10):
+    """Running estimates of ``E z`` and ``E z^2`` on the exponential mixture ([Rep] Figures 3 and 4).
+
+    For each run, the mean of ``z = exp(y)`` and of ``z^2`` over all particles of every
+    ``thin``-th snapshot up to each iteration (no burn-in: the figures show the approach). With
+    100 particles the step is a tenth of the 10-particle one (see ``_snapshots``).
+    Returns ``(iterations, estimates)`` with ``estimates`` of shape ``(n_runs, 2, snapshots)``.
+    """
+    out = []
+    for r in range(n_runs):
+        z = np.exp(_snapshots("MoE", method, n_part, n_steps, seed + r, thin)[..., 0])  # (snapshots, L)
+        counts = np.arange(1, z.shape[0] + 1) * z.shape[1]
+        out.append(np.stack([np.cumsum(z.sum(1)) / counts, np.cumsum((z**2).sum(1)) / counts]))
+    return np.arange(thin, n_steps + 1, thin), np.array(out)
+
+
+def final_particles(method: str, seed: int, n_steps: int = 1000) -> np.ndarray:
+    """The 20 particles (or chains) of one run on the 3x3 mixture after ``n_steps`` ([Rep] Figure 5)."""
+    return _snapshots("MoG", method, SETTINGS["MoG"][1], n_steps, seed, n_steps)[-1]
