@@ -386,3 +386,25 @@ def test_batch_cholesky_refuses_a_singular_kernel_until_jittered():
     c = np.zeros((8, 8))  # only the leading n x n block is used
     assert _batch_cholesky(good, c, 5, 0.0)
     np.testing.assert_allclose(np.tril(c[:5, :5]) @ np.tril(c[:5, :5]).T, good, atol=1e-13)
+
+
+def test_minibatch_gradients_draw_from_each_particle_stream_before_its_normals():
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    y = (X[:, 0] + 0.3 * np.random.default_rng(1).normal(size=40) > 0).astype(float)
+    target = targets.logistic_regression(X, y, batch_size=7, replace=False)
+    L, k, eps, seed = 6, 12, 1e-3, 11
+    z0 = init(L, seed=2, low=-0.5, high=0.5, d=target.dim)
+    result = sgsim.sample(target, "sgld_repulsive", k, n_particles=L, init=z0, step_size=eps, bandwidth=0.5, seed=seed)
+    ex = target.extras
+    gens = [np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(0, 0, p)))) for p in range(L)]
+    drawers = [R.MinibatchDrawer(g, ex["n_data"], ex["batch_size"], ex["replace"]) for g in gens]
+    Z, path = z0.copy(), []
+    for _ in range(k):
+        # per particle: its minibatch first, then (after every gradient) its normals
+        G = np.array(
+            [R.minibatch_grad_u(Z[p], ex["X"], ex["y"], ex["prior_precision"], drawers[p]()) for p in range(L)]
+        )
+        xi = np.array([g.standard_normal(target.dim) for g in gens])
+        Z = R.sgld_repulsive(lambda _z, G=G: G, Z, [eps], [1.0], xi[None], bandwidth=0.5)[0][0]
+        path.append(Z)
+    np.testing.assert_allclose(result.posterior["theta"].values[0], np.array(path), rtol=0, atol=1e-12)
