@@ -1,6 +1,6 @@
 """Pure mathematics of the samplers: closed forms and exact laws. Imports no integrator."""
 
-from . import fokker_planck
+from . import fokker_planck, kl, ou
 from .convergence import (
     Theorem1Terms,
     TheoremConstants,
@@ -36,6 +36,8 @@ from .stationary import sghmc_scalar_stationary, sgld_scalar_stationary
 
 __all__ = [
     "fokker_planck",
+    "ou",
+    "kl",
     "sgld_scalar_stationary",
     "sghmc_scalar_stationary",
     "GaussianPath",
