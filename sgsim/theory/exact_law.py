@@ -28,8 +28,6 @@ Nothing here imports an integrator.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
@@ -54,7 +52,6 @@ __all__ = [
 _BLOCK_FLOATS = 1 << 19
 
 
-@dataclass(frozen=True)
 class GaussianPath:
     """Gaussian laws of the iterates after steps ``1..K``.
 
@@ -64,11 +61,41 @@ class GaussianPath:
         ``E x_k``; ``n = d``, or ``2d`` for the state ``(theta, v)``; leading axes are the
         batch of schedules.
     cov : ndarray, shape (..., K, n, n)
-        ``Cov x_k`` (symmetric).
+        ``Cov x_k`` (symmetric). A law propagated in an eigenbasis (see :func:`sgld_law`) holds
+        its variances in that basis and builds ``cov`` on first access (``K n^3`` operations,
+        ``K n^2`` floats); :attr:`variances` never needs it.
     """
 
-    mean: np.ndarray
-    cov: np.ndarray
+    __slots__ = ("_mean", "_cov", "_basis", "_eig_var")
+
+    def __init__(self, mean, cov=None, *, basis=None, eig_var=None):
+        if cov is None and (basis is None or eig_var is None):
+            raise ValueError("a GaussianPath needs cov, or basis and eig_var")
+        self._mean = mean
+        self._cov = cov
+        self._basis = basis
+        self._eig_var = eig_var
+
+    @property
+    def mean(self) -> np.ndarray:
+        """``E x_k``, shape (..., K, n)."""
+        return self._mean
+
+    @property
+    def cov(self) -> np.ndarray:
+        """``Cov x_k``, shape (..., K, n, n)."""
+        if self._cov is None:
+            u = self._basis
+            cov = (u * self._eig_var[..., None, :]) @ u.T  # U diag(v_k) U^T, step by step
+            self._cov = 0.5 * (cov + np.swapaxes(cov, -1, -2))
+        return self._cov
+
+    @property
+    def variances(self) -> np.ndarray:
+        """``Var x_k`` per component (the diagonal of :attr:`cov`), shape (..., K, n)."""
+        if self._cov is not None:
+            return np.diagonal(self._cov, axis1=-2, axis2=-1)
+        return self._eig_var @ (self._basis**2).T
 
     @property
     def n_steps(self) -> int:
@@ -190,12 +217,91 @@ def _init(init_mean, init_cov, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @np.errstate(over="ignore", invalid="ignore")  # an unstable law overflows: checked block by block
+def _shared_basis(mats: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """An orthonormal basis ``u`` in which every (symmetric) matrix of ``mats`` is diagonal, and
+    their diagonals there; None when there is none.
+
+    The eigenvectors of a fixed generic combination of the matrices: when they commute, these
+    diagonalise each (barring an accidental degeneracy of the combination, which the check
+    catches: the caller then takes the general path).
+    """
+    if any(not np.allclose(m, m.T, rtol=0, atol=1e-13 * max(1.0, float(np.abs(m).max()))) for m in mats):
+        return None
+    weights = (1.0, 0.7548776662466927, 0.5698402909980532, 0.4301597090019468, 0.3247179572447460)
+    cycle = weights * (len(mats) // len(weights) + 1)
+    mix = sum(w * m / max(1.0, float(np.abs(m).max())) for w, m in zip(cycle[: len(mats)], mats, strict=True))
+    _, u = np.linalg.eigh(mix)
+    diagonals = []
+    for m in mats:
+        r = u.T @ (m @ u)
+        d = np.diag(r).copy()
+        np.fill_diagonal(r, 0.0)
+        if np.abs(r).max() > 1e-12 * max(1.0, float(np.abs(m).max())):
+            return None
+        diagonals.append(d)
+    return u, diagonals
+
+
+@np.errstate(over="ignore", invalid="ignore")  # an unstable law is reported below, by name
+def _propagate_diagonal(step: LinearStep, m0, s0, u: np.ndarray, diagonals: list, rate: str) -> GaussianPath:
+    """:func:`_propagate` in the basis ``u`` that diagonalises every matrix: ``K n`` operations per schedule.
+
+    ``diagonals`` are those of ``f0``, ``f1``, each noise matrix, then each initial covariance.
+    """
+    n_noise = len(step.noise.mats)
+    f0, f1 = diagonals[0], diagonals[1]
+    shift = None if step.shift is None else u.T @ step.shift
+    noise = [(q, d) for q, d in zip(step.noise.coef, diagonals[2 : 2 + n_noise], strict=True)]
+    v0 = np.reshape(np.array(diagonals[2 + n_noise :]), s0.shape[:-1])
+    s = step.s
+    k_steps = s.shape[-1]
+    batch = np.broadcast_shapes(s.shape[:-1], *(q.shape[:-1] for q, _ in noise), m0.shape[:-1], s0.shape[:-2])
+    m = np.broadcast_to(m0 @ u, batch + (u.shape[0],)).copy()
+    v = np.broadcast_to(v0, batch + (u.shape[0],)).copy()
+    s_b = np.broadcast_to(s, batch + (k_steps,))
+    q_b = [(np.broadcast_to(q, batch + (k_steps,)), d) for q, d in noise]
+    means = np.empty(batch + (k_steps, u.shape[0]))
+    var = np.empty_like(means)
+    for k in range(k_steps):
+        sk = s_b[..., k, None]
+        f = f0 + sk * f1
+        m = f * m if shift is None else f * m + sk * shift
+        v = f * f * v
+        for q, d in q_b:
+            v = v + q[..., k, None] * d
+        means[..., k, :] = m
+        var[..., k, :] = v
+    if not (np.all(np.isfinite(var)) and np.all(np.isfinite(means))):
+        ok = np.isfinite(var).all(axis=-1) & np.isfinite(means).all(axis=-1)
+        bad = int(np.argmin(ok.reshape(-1, k_steps).all(axis=0)))
+        raise ParameterError(
+            rate,
+            f"the law leaves the floating-point range at step {bad + 1}: the steps are unstable "
+            f"(the iterates' covariance grows geometrically); reduce {rate}",
+        )
+    return GaussianPath(means @ u.T, basis=u, eig_var=var)
+
+
 def _propagate(step: LinearStep, m0, s0, rate: str = "step_size") -> GaussianPath:
     """Laws of ``x_k = (f0 + s_k f1) x_{k-1} + s_k shift + xi_k``, ``Cov xi_k = sum_j q_jk Q_j``.
 
     ``step`` comes from :mod:`sgsim.dynamics`: ``s`` has shape (..., K), each noise coefficient
     ``q_j`` (..., K) and each ``Q_j`` (n, n); ``shift`` is an (n,) vector or None.
+
+    When ``f0``, ``f1``, every ``Q_j`` and the initial covariances share an eigenbasis (SGLD
+    and SGD when the gradient noise ``V`` commutes with ``P``, ``V = c I`` included, from a
+    point or an isotropic start), the recursion runs on the variances in that basis, ``O(K n)``
+    per schedule instead of ``O(K n^3)``, and the covariances are built only when asked for.
     """
+    inits = [np.asarray(x) for x in np.reshape(s0, (-1,) + s0.shape[-2:])]
+    shared = _shared_basis([step.f0, step.f1, *step.noise.mats, *inits])
+    if shared is not None:
+        return _propagate_diagonal(step, m0, s0, *shared, rate)
+    return _propagate_general(step, m0, s0, rate)
+
+
+def _propagate_general(step: LinearStep, m0, s0, rate: str = "step_size") -> GaussianPath:
+    """:func:`_propagate` with dense matrices: ``O(K n^3)`` per schedule."""
     f0, f1, s, shift = step.f0, step.f1, step.s, step.shift
     noise = list(zip(step.noise.coef, step.noise.mats, strict=True))
     n = f0.shape[0]
