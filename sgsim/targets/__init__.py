@@ -11,7 +11,7 @@ from __future__ import annotations
 from .._validate import ParameterError
 from ._base import FACTORIES, Target, TargetExtras, TargetSpec, build, check_functions, from_reference
 from .exponential import exponential_mixture
-from .gaussian import linear_gaussian, standard_gaussian
+from .gaussian import linear_gaussian, ou_quadratic, standard_gaussian
 from .mixtures import gaussian_mixture, mixture_3x3, mixture_25
 from .regression import data_target, logistic_regression
 
@@ -30,6 +30,7 @@ __all__ = [
     "mixture_3x3",
     "exponential_mixture",
     "linear_gaussian",
+    "ou_quadratic",
     "standard_gaussian",
     "data_target",
     "logistic_regression",

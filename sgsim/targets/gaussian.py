@@ -104,3 +104,52 @@ def standard_gaussian(dim: int = 2) -> Target:
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
         raise ParameterError("dim", f"dim must be an int >= 1, got {dim!r}")
     return linear_gaussian(np.eye(dim), name="standard_gaussian")
+
+
+@factory("ou_quadratic")
+def ou_quadratic(hessian, noise_cov, batch_size: int, n_data: int, *, name="ou_quadratic") -> Target:
+    """The quadratic loss of "Stochastic Gradient Descent as Approximate Bayesian Inference" (§3).
+
+    The averaged loss ``L(theta) = theta^T A theta / 2`` whose minibatch gradient over ``S`` of
+    ``N`` examples is ``A theta + zeta``, ``zeta ~ N(0, C / S)`` exactly (Gaussian, independent
+    of ``theta``). sgsim's samplers work on ``U = N L``, so the target is ``exp(-U) =
+    N(0, (N A)^{-1})``, the posterior of that paper's §4, with gradient ``N A theta`` and
+    emulated gradient noise ``V = N^2 C / S``.
+
+    Units: a sampler's ``step_size`` ``alpha`` on ``U`` is the paper's learning rate
+    ``epsilon = N alpha`` on ``L``. So constant SGD with rate ``epsilon`` is ``sgld`` at
+    ``temperature=0`` with ``step_size = epsilon / N``, and SGD with momentum ``mu``
+    (``v <- (1 - mu) v - epsilon g``, ``theta <- theta + v``) is ``sghmc`` at ``temperature=0``
+    with ``friction = mu`` and the same step (sgsim's SGHMC velocity is the paper's one step
+    later). :mod:`sgsim.theory.ou` gives their stationary covariances.
+
+    Parameters
+    ----------
+    hessian : array_like, shape (d, d)
+        ``A``, symmetric positive definite.
+    noise_cov : array_like, shape (d, d)
+        ``C``, the per-example gradient covariance, symmetric positive semidefinite.
+    batch_size : int
+        ``S``, with ``1 <= S <= N``.
+    n_data : int
+        ``N``.
+    """
+    import dataclasses
+
+    from .._validate import integer
+
+    a = np.atleast_2d(finite_array("hessian", hessian))
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ParameterError("hessian", f"hessian must be a square matrix, got shape {a.shape}")
+    d = a.shape[0]
+    a = spd_matrix("hessian", a, d)
+    c = np.atleast_2d(finite_array("noise_cov", noise_cov))
+    if c.shape != (d, d) or not np.allclose(c, c.T) or np.linalg.eigvalsh(0.5 * (c + c.T))[0] < 0:
+        raise ParameterError("noise_cov", f"noise_cov must be a symmetric positive semidefinite ({d}, {d}) matrix")
+    n = integer("n_data", n_data, low=1)
+    s = integer("batch_size", batch_size, low=1)
+    if s > n:
+        raise ParameterError("batch_size", f"batch_size must be <= n_data ({n}), got {s}")
+    base = linear_gaussian(n * a, grad_noise_cov=n**2 * c / s, name=name)
+    extras = {**base.extras, "hessian": a, "noise_cov": 0.5 * (c + c.T), "batch_size": s, "n_data": n}
+    return dataclasses.replace(base, extras=extras)
