@@ -94,6 +94,8 @@ HEALTHY = {
                           {"step_size": 0.1, "n_cycles": 30, "friction": 0.1}),
     "linear_gaussian": (targets.linear_gaussian([[2.0, 0.5], [0.5, 1.0]], [0.3, -0.2]),
                         {"step_size": 0.4, "n_cycles": 30}, {"step_size": 0.1, "n_cycles": 30, "friction": 0.1}),
+    "ou_quadratic": (targets.ou_quadratic([[1.0, 0.3], [0.3, 2.0]], [[1.5, -0.4], [-0.4, 0.8]], 4, 10),
+                     {"step_size": 0.05, "n_cycles": 30}, {"step_size": 0.01, "n_cycles": 30, "friction": 0.1}),
     "three modes": (THREE_MODES, {"step_size": 0.03, "n_cycles": 30, "explore_fraction": 0.25},
                     {"step_size": 0.01, "n_cycles": 30, "friction": 0.1}),
     **{
