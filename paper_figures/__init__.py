@@ -57,6 +57,8 @@ FIGURES: tuple[FigureEntry, ...] = (
     FigureEntry(
         "repulsive_table1_gaussian", "[Rep] Figure 2 and Table 1: six particles on a Gaussian, SVGD and SGLD+R"
     ),
+    FigureEntry("repulsive_tables23_synthetic", "[Rep] Tables 2 and 3: ESS and error of E[X], SGLD vs SGLD+R"),
+    FigureEntry("repulsive_figs345", "[Rep] Figures 3-5: running moments on the exponential mixture, particles on 3x3"),
 )
 
 

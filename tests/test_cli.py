@@ -308,3 +308,10 @@ def test_run_writes_a_manifest_last_and_never_leaves_an_old_figure_beside_a_new_
     assert cli.main([a if a != "1" else "2" for a in args]) == 130  # another seed
     assert (out / "result.nc").exists()
     assert not (out / "density.png").exists() and not (out / "manifest.json").exists()
+
+
+def test_every_figure_script_is_registered():
+    # a script in paper_figures/ that sgsim reproduce does not run is a figure nobody regenerates
+    folder = Path(paper_figures.__file__).parent
+    scripts = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")}
+    assert scripts == {e.name for e in paper_figures.FIGURES}
