@@ -143,13 +143,11 @@ def ou_quadratic(hessian, noise_cov, batch_size: int, n_data: int, *, name="ou_q
         raise ParameterError("hessian", f"hessian must be a square matrix, got shape {a.shape}")
     d = a.shape[0]
     a = spd_matrix("hessian", a, d)
-    c = np.atleast_2d(finite_array("noise_cov", noise_cov))
-    if c.shape != (d, d) or not np.allclose(c, c.T) or np.linalg.eigvalsh(0.5 * (c + c.T))[0] < 0:
-        raise ParameterError("noise_cov", f"noise_cov must be a symmetric positive semidefinite ({d}, {d}) matrix")
+    c = spd_matrix("noise_cov", np.atleast_2d(finite_array("noise_cov", noise_cov)), d, allow_singular=True)
     n = integer("n_data", n_data, low=1)
     s = integer("batch_size", batch_size, low=1)
     if s > n:
         raise ParameterError("batch_size", f"batch_size must be <= n_data ({n}), got {s}")
     base = linear_gaussian(n * a, grad_noise_cov=n**2 * c / s, name=name)
-    extras = {**base.extras, "hessian": a, "noise_cov": 0.5 * (c + c.T), "batch_size": s, "n_data": n}
+    extras = {**base.extras, "hessian": a, "noise_cov": c, "batch_size": s, "n_data": n}
     return dataclasses.replace(base, extras=extras)

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._validate import ParameterError, ParameterTypeError
+from .._validate import ParameterError, positive_float
 
 __all__ = [
     "Grid",
@@ -286,9 +286,7 @@ def two_particle_generator(
         raise ParameterError("g", f"two particles in one dimension need a 2-D grid, got {g.dim}-D")
     if kind not in TWO_PARTICLE_KINDS:
         raise ParameterError("kind", f"kind must be one of {TWO_PARTICLE_KINDS}, got {kind!r}")
-    if isinstance(bandwidth, bool) or not isinstance(bandwidth, int | float) or not bandwidth > 0:
-        raise ParameterTypeError("bandwidth", f"bandwidth must be a number > 0, got {bandwidth!r}")
-    h = float(bandwidth)
+    h = positive_float("bandwidth", bandwidth)
     c = 0.5 if normalise else 1.0
     z1, z2 = np.meshgrid(*g.axes, indexing="ij")
     k = np.exp(-((z1 - z2) ** 2) / h)
@@ -418,7 +416,5 @@ def svgd_two_particle_fixed_point(variance: float, bandwidth: float) -> float:
     ``a^2 = (h / 4) log(1 + 4 s^2 / h)``, which is below ``s^2`` for every ``h``: two
     particles' empirical variance underestimates the target's.
     """
-    for name, value in (("variance", variance), ("bandwidth", bandwidth)):
-        if not (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
-            raise ParameterError(name, f"{name} must be a finite number > 0, got {value!r}")
-    return bandwidth / 4.0 * math.log1p(4.0 * variance / bandwidth)
+    s2, h = positive_float("variance", variance), positive_float("bandwidth", bandwidth)
+    return h / 4.0 * math.log1p(4.0 * s2 / h)

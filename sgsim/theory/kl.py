@@ -34,9 +34,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
-from .._validate import ParameterError
+from .._validate import ParameterError, finite_array, positive_float
 from .distances import gaussian_kl
-from .ou import _positive, _spd, preconditioned_sgd_cov
+from .exact_law import _spd
+from .ou import preconditioned_sgd_cov
 
 __all__ = [
     "kl_to_posterior",
@@ -54,7 +55,7 @@ __all__ = [
 
 def _posterior(A, n_data) -> np.ndarray:
     a = _spd("A", A)
-    return np.linalg.inv(_positive("n_data", n_data) * a)
+    return np.linalg.inv(positive_float("n_data", n_data) * a)
 
 
 def kl_to_posterior(Sigma, A, n_data) -> float:
@@ -76,13 +77,15 @@ def reverse_kl_to_posterior(Sigma, A, n_data) -> float:
 def optimal_lr(C, n_data, batch_size) -> float:
     """Theorem 1: ``epsilon* = 2 S D / (N Tr C)``, the constant rate whose OU law is KL-closest to the posterior."""
     c = _spd("C", C)
-    return 2.0 * _positive("batch_size", batch_size) * c.shape[0] / (_positive("n_data", n_data) * np.trace(c))
+    return (
+        2.0 * positive_float("batch_size", batch_size) * c.shape[0] / (positive_float("n_data", n_data) * np.trace(c))
+    )
 
 
 def optimal_preconditioner(C, n_data, batch_size) -> np.ndarray:
     """Theorem 2: ``H* = (2 S / N) C^{-1}``; then ``Sigma = (N A)^{-1}`` exactly (``A`` need not be known)."""
     c = _spd("C", C)
-    return 2.0 * _positive("batch_size", batch_size) / _positive("n_data", n_data) * np.linalg.inv(c)
+    return 2.0 * positive_float("batch_size", batch_size) / positive_float("n_data", n_data) * np.linalg.inv(c)
 
 
 def diagonal_preconditioner(C, n_data, batch_size) -> np.ndarray:
@@ -92,7 +95,7 @@ def diagonal_preconditioner(C, n_data, batch_size) -> np.ndarray:
     diagonal is :func:`kl_optimal_diagonal_preconditioner`, equal to this one when ``C`` is diagonal.
     """
     c = _spd("C", C)
-    return np.diag(2.0 * _positive("batch_size", batch_size) / (_positive("n_data", n_data) * np.diag(c)))
+    return np.diag(2.0 * positive_float("batch_size", batch_size) / (positive_float("n_data", n_data) * np.diag(c)))
 
 
 def kl_optimal_diagonal_preconditioner(A, C, n_data, batch_size) -> np.ndarray:
@@ -105,7 +108,7 @@ def kl_optimal_diagonal_preconditioner(A, C, n_data, batch_size) -> np.ndarray:
     """
     a = _spd("A", A)
     c = _spd("C", C, a.shape[0])
-    n, s = _positive("n_data", n_data), _positive("batch_size", batch_size)
+    n, s = positive_float("n_data", n_data), positive_float("batch_size", batch_size)
 
     def objective(log_h):
         h = np.diag(np.exp(log_h))
@@ -119,14 +122,14 @@ def kl_optimal_diagonal_preconditioner(A, C, n_data, batch_size) -> np.ndarray:
 def sqrt_preconditioner_lr(C, n_data, batch_size) -> float:
     """Theorem 7: with ``G = diag(C)^{1/2}``, ``epsilon* = 2 D S / (N sum_k sqrt(C_kk))``."""
     c = _spd("C", C)
-    n, s = _positive("n_data", n_data), _positive("batch_size", batch_size)
+    n, s = positive_float("n_data", n_data), positive_float("batch_size", batch_size)
     return 2.0 * c.shape[0] * s / (n * float(np.sum(np.sqrt(np.diag(c)))))
 
 
 def reverse_kl_optimal_lr(C, n_data, batch_size) -> float:
     """Eq. 41: ``epsilon* = (2 S / (N D)) Tr(C^{-1})``, the minimiser of ``KL(f || q)`` when ``[A, C] = 0``."""
     c = _spd("C", C)
-    n, s = _positive("n_data", n_data), _positive("batch_size", batch_size)
+    n, s = positive_float("n_data", n_data), positive_float("batch_size", batch_size)
     return 2.0 * s / (n * c.shape[0]) * float(np.trace(np.linalg.inv(c)))
 
 
@@ -139,10 +142,8 @@ def sgfs_optimal_preconditioner(C, E, lr, n_data, kind: str = "full") -> np.ndar
     ``h = 2 D / (epsilon N sum_k (C_kk + (E E^T)_kk))``.
     """
     c = _spd("C", C)
-    e = np.asarray(E, dtype=float)
-    if e.shape != c.shape or not np.all(np.isfinite(e)):
-        raise ParameterError("E", f"E must be a finite {c.shape} matrix, got shape {e.shape}")
-    eps, n = _positive("lr", lr), _positive("n_data", n_data)
+    e = finite_array("E", E, c.shape)
+    eps, n = positive_float("lr", lr), positive_float("n_data", n_data)
     total = c + e @ e.T
     if kind == "full":
         return 2.0 / (eps * n) * np.linalg.inv(total)
@@ -159,7 +160,7 @@ def sgfs_stability_noise(C, lr, n_data, h_max) -> np.ndarray:
     Raises when some ``C_kk`` already exceeds ``2 / (epsilon N h_max)`` (no nonnegative noise does it).
     """
     c = _spd("C", C)
-    eps, n, h = _positive("lr", lr), _positive("n_data", n_data), _positive("h_max", h_max)
+    eps, n, h = positive_float("lr", lr), positive_float("n_data", n_data), positive_float("h_max", h_max)
     need = 2.0 / (eps * n * h) - np.diag(c)
     if np.any(need < 0):
         raise ParameterError("h_max", f"h_max {h:.4g} is below 2 / (lr n_data C_kk) for some k: no noise caps H* there")

@@ -36,8 +36,8 @@ import numbers
 import numpy as np
 from scipy.linalg import expm, solve_continuous_lyapunov
 
-from .._validate import ParameterError
-from .exact_law import stationary_covariance
+from .._validate import ParameterError, finite_array, positive_float
+from .exact_law import _spd, _square, stationary_covariance
 
 __all__ = [
     "lyapunov",
@@ -50,36 +50,6 @@ __all__ = [
     "window_mean_cov",
     "long_window_mean_cov",
 ]
-
-
-def _matrix(name: str, value, dim: int | None = None) -> np.ndarray:
-    m = np.asarray(value, dtype=float)
-    if m.ndim != 2 or m.shape[0] != m.shape[1] or (dim is not None and m.shape[0] != dim):
-        want = f"({dim}, {dim})" if dim is not None else "square"
-        raise ParameterError(name, f"{name} must be a {want} matrix, got shape {m.shape}")
-    if not np.all(np.isfinite(m)):
-        raise ParameterError(name, f"{name} must be finite")
-    return m
-
-
-def _spd(name: str, value, dim: int | None = None, semi: bool = False) -> np.ndarray:
-    m = _matrix(name, value, dim)
-    if not np.allclose(m, m.T, rtol=1e-10, atol=1e-12 * max(1.0, float(np.abs(m).max()))):
-        raise ParameterError(name, f"{name} must be symmetric")
-    lam = np.linalg.eigvalsh(0.5 * (m + m.T))
-    if lam[0] < 0 if semi else not lam[0] > 0:
-        kind = "positive semidefinite" if semi else "positive definite"
-        raise ParameterError(name, f"{name} must be symmetric {kind}, smallest eigenvalue {lam[0]:.3g}")
-    return 0.5 * (m + m.T)
-
-
-def _positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ParameterError(name, f"{name} must be a finite number > 0, got {value!r}")
-    out = float(value)
-    if not (math.isfinite(out) and out > 0):
-        raise ParameterError(name, f"{name} must be a finite number > 0, got {value!r}")
-    return out
 
 
 def _eig(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -99,8 +69,8 @@ def lyapunov(M, Q) -> np.ndarray:
     ``M`` must be stable (every eigenvalue with a positive real part). A symmetric ``M`` is
     solved in its eigenbasis; any other with :func:`scipy.linalg.solve_continuous_lyapunov`.
     """
-    m = _matrix("M", M)
-    q = _matrix("Q", Q, m.shape[0])
+    m = _square("M", M)
+    q = finite_array("Q", Q, m.shape)
     if np.allclose(m, m.T, rtol=0, atol=1e-14 * max(1.0, float(np.abs(m).max()))):
         lam, u = _eig(0.5 * (m + m.T))
         if not lam[0] > 0:
@@ -129,8 +99,8 @@ def sgd_cov(A, C, lr, batch_size, exact: bool = False) -> np.ndarray:
     ``epsilon < 2 / lambda_max(A)`` (a larger rate raises an error). Both in ``A``'s eigenbasis.
     """
     a = _spd("A", A)
-    c = _spd("C", C, a.shape[0], semi=True)
-    eps, s = _positive("lr", lr), _positive("batch_size", batch_size)
+    c = _spd("C", C, a.shape[0], allow_singular=True)
+    eps, s = positive_float("lr", lr), positive_float("batch_size", batch_size)
     lam, u = _eig(a)
     den = lam[:, None] + lam[None, :]
     if exact:
@@ -147,9 +117,9 @@ def preconditioned_sgd_cov(A, C, H, batch_size, exact: bool = False) -> np.ndarr
     """
     a = _spd("A", A)
     d = a.shape[0]
-    c = _spd("C", C, d, semi=True)
+    c = _spd("C", C, d, allow_singular=True)
     h = _spd("H", H, d)
-    s = _positive("batch_size", batch_size)
+    s = positive_float("batch_size", batch_size)
     q = h @ c @ h / s
     if exact:
         return stationary_covariance(np.eye(d) - h @ a, q)
@@ -169,9 +139,9 @@ def momentum_cov(A, C, lr, momentum, batch_size, exact_ou: bool = True) -> np.nd
     appendix D's argument that the term vanishes is wrong (the term is symmetric, not zero).
     """
     a = _spd("A", A)
-    c = _spd("C", C, a.shape[0], semi=True)
-    eps, s = _positive("lr", lr), _positive("batch_size", batch_size)
-    mu = _positive("momentum", momentum)
+    c = _spd("C", C, a.shape[0], allow_singular=True)
+    eps, s = positive_float("lr", lr), positive_float("batch_size", batch_size)
+    mu = positive_float("momentum", momentum)
     if mu > 1:
         raise ParameterError("momentum", f"momentum (the damping mu) must be in (0, 1], got {mu}")
     lam, u = _eig(a)
@@ -192,8 +162,8 @@ def sgld_cov(A, C, lr, n_data, batch_size, exact: bool = False) -> np.ndarray:
     ``epsilon -> 0`` both give the posterior ``(N A)^{-1}``.
     """
     a = _spd("A", A)
-    c = _spd("C", C, a.shape[0], semi=True)
-    eps, n, s = _positive("lr", lr), _positive("n_data", n_data), _positive("batch_size", batch_size)
+    c = _spd("C", C, a.shape[0], allow_singular=True)
+    eps, n, s = positive_float("lr", lr), positive_float("n_data", n_data), positive_float("batch_size", batch_size)
     lam, u = _eig(a)
     den = 0.5 * n * (lam[:, None] + lam[None, :])
     if exact:
@@ -211,17 +181,17 @@ def sgfs_cov(A, C, H, E, lr) -> np.ndarray:
     """
     a = _spd("A", A)
     d = a.shape[0]
-    c = _spd("C", C, d, semi=True)
+    c = _spd("C", C, d, allow_singular=True)
     h = _spd("H", H, d)
-    e = _matrix("E", E, d)
-    eps = _positive("lr", lr)
+    e = finite_array("E", E, (d, d))
+    eps = positive_float("lr", lr)
     return lyapunov(h @ a, eps * h @ (c + e @ e.T) @ h)
 
 
 def autocovariance(A, Sigma, lag) -> np.ndarray:
     """``E[theta(t + lag) theta(t)^T] = exp(-A lag) Sigma``, stationary OU process (eq. 48), ``lag >= 0`` in time."""
     a = _spd("A", A)
-    sig = _spd("Sigma", Sigma, a.shape[0], semi=True)
+    sig = _spd("Sigma", Sigma, a.shape[0], allow_singular=True)
     t = float(lag) if isinstance(lag, numbers.Real) and not isinstance(lag, bool) else math.nan
     if not (math.isfinite(t) and t >= 0):
         raise ParameterError("lag", f"lag must be a finite time >= 0, got {lag!r}")
@@ -236,8 +206,8 @@ def window_mean_cov(A, Sigma, tau) -> np.ndarray:
     process. A window of ``T`` SGD steps of rate ``epsilon`` is ``tau = epsilon T``.
     """
     a = _spd("A", A)
-    sig = _spd("Sigma", Sigma, a.shape[0], semi=True)
-    t = _positive("tau", tau)
+    sig = _spd("Sigma", Sigma, a.shape[0], allow_singular=True)
+    t = positive_float("tau", tau)
     lam, u = _eig(a)
     x = u @ np.diag(np.expm1(-t * lam) / lam**2) @ u.T
     a_inv = u @ np.diag(1.0 / lam) @ u.T
@@ -252,8 +222,8 @@ def long_window_mean_cov(A, C, window, batch_size) -> np.ndarray:
     ``T Cov(mean) -> M^{-1} Q M^{-T}`` of ``x' = (I - M) x + xi`` has no discretisation error.
     """
     a = _spd("A", A)
-    c = _spd("C", C, a.shape[0], semi=True)
-    t, s = _positive("window", window), _positive("batch_size", batch_size)
+    c = _spd("C", C, a.shape[0], allow_singular=True)
+    t, s = positive_float("window", window), positive_float("batch_size", batch_size)
     a_inv = np.linalg.inv(a)
     out = a_inv @ c @ a_inv / (t * s)
     return 0.5 * (out + out.T)
