@@ -187,8 +187,14 @@ def prepare(
                 "divergence_bound", f"divergence_bound must be 'auto', None or a number > 0, got {divergence_bound!r}"
             )
         divergence_bound = positive_float("divergence_bound", divergence_bound)
+    # an option both the schedule and the dynamics take (IASG's window) goes to both; with an
+    # explicit schedule, to the dynamics only
+    shared = set(method.schedule_options) & set(alg.options)
     sched_kw = {k: options.pop(k) for k in list(options) if k in method.schedule_options}
     dyn_kw = {k: options.pop(k) for k in list(options) if k in alg.options}
+    dyn_kw.update({k: v for k, v in sched_kw.items() if k in shared})
+    if schedule is not None:
+        sched_kw = {k: v for k, v in sched_kw.items() if k not in shared}
     if options:
         unknown_options(method, options)
     if alg.coupling == INTERACTING:
@@ -226,9 +232,13 @@ def prepare(
     # step with the correction or a schedule given as arrays, else on the first block, where
     # the formula schedules take their largest steps
     every_step = noise_correction or not schedule.is_formula
+    largest = 0.0
     for k0 in range(0, schedule.n_steps if every_step else 1, _BLOCK_STEPS):
         block = schedule.block(k0, min(schedule.n_steps, k0 + _BLOCK_STEPS))
         noise_factors(alg.noise(block, target, opts), basis, block.step_size.shape[0], target.dim)
+        largest = max(largest, float(np.max(block.step_size)))
+    if alg.stability is not None:
+        alg.stability(largest, target, opts)
     if storage == "draws":
         steps = schedule.kept_steps(burn_in, thin)
         n_draws = int(steps.size)
@@ -428,8 +438,9 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         move, update = alg.step if isinstance(alg.step, tuple) else (None, alg.step)
         # from numba's disk cache where the gradient can be compiled in (a second process then
         # starts sampling at once), else compiled in memory with the gradient as an argument
-        cached = cached_chain_loop(move or stay, update, target.grad_u, target.stochastic_grad_u)
-        loop = chain_loop(move, update) if cached is None else cached
+        kept_row = alg.kept_row
+        cached = cached_chain_loop(move or stay, update, target.grad_u, target.stochastic_grad_u, kept_row)
+        loop = chain_loop(move, update, kept_row) if cached is None else cached
         workers = min(n_threads, n_rep)
     # several chunks per thread balance uneven chains; a handful of chains gets one chunk per thread
     gradients = (target.grad_u, target.stochastic_grad_u) if cached is None else (None, None)
@@ -823,7 +834,7 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
     if run.storage == "draws":
         theta = buf.out
     elif run.storage == "final":
-        theta = buf.state[:, 0][:, None].copy()
+        theta = buf.state[:, alg.kept_row][:, None].copy()
     else:
         theta = None
     for c, k in failed.items():

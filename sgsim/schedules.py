@@ -27,6 +27,7 @@ __all__ = [
     "constant",
     "polynomial_decay",
     "cyclical",
+    "averaging_windows",
     "cycle_length",
     "exploration_steps",
     "EXPLORATION",
@@ -227,6 +228,8 @@ def from_description(description: dict, arrays: dict | None = None) -> Schedule:
         return polynomial_decay(**args)
     if kind == "cyclical":
         return cyclical(**args)
+    if kind == "averaging_windows":
+        return averaging_windows(**args)
     if arrays is None:
         raise ValueError(f"schedule {kind!r} is not a formula: its per-step arrays are needed to rebuild it")
     return Schedule(**{f: arrays[f] for f in _FIELDS if f in arrays}, description=description)
@@ -424,4 +427,36 @@ def cyclical(
             "skip_per_cycle": skip,
             "cycle_length": length,
         },
+    )
+
+
+def averaging_windows(step_size: float, n_steps: int, *, window: int, warmup: int = 0) -> Schedule:
+    """Constant rate with a draw at the last step of each averaging window (IASG, [SGDVI] Algorithm 1).
+
+    Steps ``k < warmup`` explore (stage 0, cycle -1, nothing collected); from ``warmup`` on,
+    step ``k`` belongs to window ``(k - warmup) // window`` (its cycle index) and is collected
+    when it ends one, ``(k - warmup + 1) % window == 0``. The temperature is 0: these steps
+    inject no noise of their own.
+    """
+    eps = positive_float("step_size", step_size)
+    n = _steps(n_steps)
+    t = integer("window", window, low=1)
+    w = integer("warmup", warmup, low=0)
+    if w + t > n:
+        raise ParameterError("window", f"warmup + window must be <= n_steps ({n}), got {w} + {t}")
+
+    def values(k0, k1):
+        pos = np.arange(k0, k1) - w
+        sampling = pos >= 0
+        return ScheduleBlock(
+            k0,
+            np.full(k1 - k0, eps),
+            np.zeros(k1 - k0),
+            np.where(sampling, SAMPLING, EXPLORATION).astype(np.int8),
+            np.where(sampling, pos // t, -1).astype(np.int32),
+            sampling & ((pos + 1) % t == 0),
+        )
+
+    return Schedule.from_formula(
+        n, values, {"schedule": "averaging_windows", "step_size": eps, "n_steps": n, "window": t, "warmup": w}
     )

@@ -163,6 +163,49 @@ def sghmc(grad, theta0, v0, alpha, temp, v, xi, friction, gamma_hat=0.0, correct
     return path, vpath
 
 
+# ----------------------------------------------------------------------------- the constant-SGD family
+
+
+def sym_transform(q, coef):
+    """Per-step ``L_k`` with ``L_k L_k^T = coef_k q``, in ``q``'s eigenbasis: shape (K, d, d)."""
+    q = np.asarray(q, float)
+    lam, u = np.linalg.eigh(0.5 * (q + q.T))
+    return u[None] * np.sqrt(np.asarray(coef, float)[:, None] * np.clip(lam, 0, None)[None, :])[:, None, :]
+
+
+def preconditioned_sgd(grad, theta0, eps, c, H, Q, xi):
+    """All iterates of ``theta <- theta - eps c H grad U + L_k xi_k`` with ``L_k L_k^T = eps_k^2 Q``."""
+    lk = sym_transform(Q, np.asarray(eps) ** 2)
+    theta = np.array(theta0, float)
+    path = np.empty((len(eps),) + theta.shape)
+    for k in range(len(eps)):
+        theta = theta - eps[k] * c * grad(theta) @ np.asarray(H).T + xi[k] @ lk[k].T
+        path[k] = theta
+    return path
+
+
+def momentum_sgd(grad, theta0, v0, eps, c, mu, V, xi):
+    """All iterates of SGD with momentum in [SGDVI] order: (theta path, velocity path)."""
+    lk = sym_transform(V, (c * np.asarray(eps)) ** 2)
+    theta, vel = np.array(theta0, float), np.array(v0, float)
+    path, vpath = np.empty((len(eps),) + theta.shape), np.empty((len(eps),) + theta.shape)
+    for k in range(len(eps)):
+        vel = (1 - mu) * vel - eps[k] * c * grad(theta) + xi[k] @ lk[k].T
+        theta = theta + vel
+        path[k], vpath[k] = theta, vel
+    return path, vpath
+
+
+def iasg(grad, theta0, eps, c, window, warmup, V, xi):
+    """SGD iterates and the running window means of IASG (Algorithm 1): (theta path, mean path)."""
+    path = preconditioned_sgd(grad, theta0, eps, c, np.eye(np.shape(theta0)[-1]), c**2 * np.asarray(V), xi)
+    means = np.zeros_like(path)
+    for k in range(warmup, len(eps)):
+        start = k - (k - warmup) % window
+        means[k] = path[start : k + 1].mean(0)
+    return path, means
+
+
 # ----------------------------------------------------------------------------- interacting particles
 
 

@@ -6,7 +6,7 @@ and its :class:`Method` presets, and one ``register`` line here per method.
 
 from __future__ import annotations
 
-from . import sghmc, sgld, sgld_repulsive, svgd
+from . import constant_sgd, sghmc, sgld, sgld_repulsive, svgd
 from ._base import INDEPENDENT, INTERACTING, METHODS, Algorithm, Method, Option, get_method, register
 
 __all__ = ["METHODS", "Algorithm", "Method", "Option", "get_method", "register", "INDEPENDENT", "INTERACTING"]
@@ -20,3 +20,5 @@ register(sgld_repulsive.METHOD)
 register(sgld_repulsive.CYCLICAL)
 register(sgld_repulsive.MINUS_GAMMA)
 register(sgld_repulsive.RANDOM_BATCH)
+for _method in constant_sgd.METHODS:
+    register(_method)

@@ -93,13 +93,18 @@ class Algorithm:
     stats : tuple of str
         Per-step statistics the step writes (stored with each kept draw of an ensemble).
     outputs : tuple of str
-        The state arrays kept as draws (``theta``); every state array's final value is kept.
+        The state array kept as draws: ``("theta",)``, or another of :attr:`state` (IASG keeps
+        its running average); every state array's final value is kept. Independent chains only.
     pair_shape : callable
         ``pair_shape(n_particles, options) -> (rows, cols)``: the shape of the buffer an
         ensemble step gets for pair terms (``(L, L)`` by default).
     serial_blas : bool
         The step calls LAPACK (through numba): BLAS is held to one thread during the run, since
         a threaded factorisation's bits depend on how many threads BLAS has.
+    stability : callable, optional
+        ``stability(largest_step, target, options)``: raises a ParameterError naming
+        ``step_size`` when the largest step of the schedule is beyond the stability limit of
+        the recursion on this target (where it is known); called before any work.
     report : callable, optional
         ``report(final_stats) -> str or None``: given each statistic's final value per
         replica (a dict of arrays), a warning for the caller, or None.
@@ -125,8 +130,14 @@ class Algorithm:
         default=lambda n_particles, options: (n_particles, n_particles)
     )
     serial_blas: bool = False
+    stability: Callable[[float, Any, dict], None] | None = None
     report: Callable[[dict], str | None] | None = None
     references: str = ""
+
+    @property
+    def kept_row(self) -> int:
+        """Index in :attr:`state` of the array kept as draws (``outputs[0]``)."""
+        return self.state.index(self.outputs[0])
 
     def initial_state(self, theta0: np.ndarray, given: dict, options: dict) -> tuple:
         """The initial state arrays (see :attr:`init`)."""

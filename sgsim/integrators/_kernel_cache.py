@@ -107,8 +107,11 @@ def _module_source_digest(obj) -> str:
 
 
 @functools.cache
-def cached_chain_loop(move: Callable, update: Callable, grad_u: Callable, stochastic_grad_u) -> Callable | None:
-    """The chain loop of ``(move, update)`` for this gradient, from an on-disk cached module.
+def cached_chain_loop(
+    move: Callable, update: Callable, grad_u: Callable, stochastic_grad_u, kept_row: int = 0
+) -> Callable | None:
+    """The chain loop of ``(move, update)`` keeping state row ``kept_row``, for this gradient,
+    from an on-disk cached module.
 
     It takes the arguments of the in-memory loop; its ``grad_u`` and ``stochastic_grad_u``
     arguments are ignored (pass None), the gradients being compiled in. Returns None when the
@@ -118,7 +121,7 @@ def cached_chain_loop(move: Callable, update: Callable, grad_u: Callable, stocha
         return None
     from ._loop import _chain_loop
 
-    node, namespace = spliced(_chain_loop, {"_move": move, "_update": update})
+    node, namespace = spliced(_chain_loop, {"_move": move, "_update": update}, {"KEPT_ROW": int(kept_row)})
     return _cached_module([(_gradients_global(node), namespace, "jit(cache=True)")], grad_u, stochastic_grad_u)
 
 

@@ -15,13 +15,15 @@ Independent chains (``coupling = "independent"``) take one gradient per step, at
 ``theta``, and one Gaussian draw after it; their step comes in two halves::
 
     move(x, theta, a, consts)                    # before the gradient (e.g. theta += v)
-    update(x, theta, g, z, noisy, a, consts)     # after the gradient and the noise
+    update(x, theta, g, z, noisy, a, k, consts)  # after the gradient and the noise
 
 The loop itself evaluates ``g = grad U~(theta)`` between the halves (the stochastic
 gradient draws its minibatch from the chain's stream first), then draws the step's noise
 ``z`` (see Noise below, in the state's coordinates; ``noisy`` is False, and nothing is
 drawn, where its covariance is zero). ``x`` is the chain's state, shape ``(n_state, d)``,
-``theta`` its row 0, ``a`` the step size, ``consts`` the algorithm's constants (a tuple).
+``theta`` its row 0, ``a`` the step size, ``k`` the step's index in the run (0-based; e.g.
+where an averaging window starts), ``consts`` the algorithm's constants (a tuple, which may
+hold arrays).
 The halves are written into the loop's source (:mod:`sgsim.integrators._splice`) rather
 than called: numba's inlining of a helper that takes the target's parameters, the stream or
 the noise factors costs atomic reference-count updates on each of them at every step (40-100
@@ -41,9 +43,11 @@ statistics (e.g. the bandwidth it used), stored with each kept draw.
 
 Stores
 ------
-``store[j]`` says what happens after step ``j`` of the block: ``s >= 0`` stores ``theta``
-as draw ``s``, ``MOMENTS`` (-2) adds it to the replica's running mean and covariance
-(Welford's update; for an ensemble, each particle's), ``NOTHING`` (-1) does neither.
+``store[j]`` says what happens after step ``j`` of the block: ``s >= 0`` stores the kept
+row of the state (``theta`` unless the algorithm keeps another, e.g. IASG's running average;
+``KEPT_ROW``, fixed when the loop is made) as draw ``s``, ``MOMENTS`` (-2) adds it to the
+replica's running mean and covariance (Welford's update; for an ensemble, each
+particle's), ``NOTHING`` (-1) does neither.
 
 Noise
 -----
@@ -69,6 +73,8 @@ from ._splice import splice
 
 NOTHING = -1
 MOMENTS = -2
+# the state row a chain loop stores (a compile-time constant of each generated loop)
+KEPT_ROW = 0
 
 
 @jit(inline=True)
@@ -137,7 +143,7 @@ def _move(x, theta, a, consts):
     raise NotImplementedError
 
 
-def _update(x, theta, g, z, noisy, a, consts):
+def _update(x, theta, g, z, noisy, a, k, consts):
     """Placeholder for an algorithm's ``update``, spliced into :func:`_chain_loop`."""
     raise NotImplementedError
 
@@ -149,6 +155,7 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
     sd, basis, rotate, any_noise = noise
     x = np.empty((n_state, d))
     theta = x[0]
+    kept = x[KEPT_ROW]
     g = np.empty(d)
     e = np.empty(d)
     z = np.empty(d)
@@ -185,7 +192,8 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
                         for m in range(d):
                             acc += basis[i, m] * e[m]
                         z[i] = acc
-            _update(x, theta, g, z, noisy, a, consts)
+            k = k0 + j
+            _update(x, theta, g, z, noisy, a, k, consts)
             # theta within the bound (which fails for NaN and inf too), the rest finite; no early
             # exit: a branch-free loop is faster on short rows
             ok = True
@@ -200,9 +208,9 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
             s = store[j]
             if s >= 0:
                 for i in range(d):
-                    out[c, s, i] = theta[i]
+                    out[c, s, i] = kept[i]
             elif s == MOMENTS:
-                welford_update(theta, count, mean, m2, c, delta)
+                welford_update(kept, count, mean, m2, c, delta)
         for r in range(n_state):
             for i in range(d):
                 state[c, r, i] = x[r, i]
@@ -210,11 +218,12 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
 
 
 @functools.cache
-def chain_loop(move, update):
+def chain_loop(move, update, kept_row=0):
     """The compiled loop of an independent-chain step: :func:`_chain_loop` with ``move`` and
-    ``update`` written into it (:func:`~sgsim.integrators._splice.splice`), once per pair and process.
+    ``update`` written into it (:func:`~sgsim.integrators._splice.splice`) and ``KEPT_ROW``
+    set to ``kept_row``, once per triple and process.
     """
-    return splice(_chain_loop, {"_move": move, "_update": update}, jit(cache=False))
+    return splice(_chain_loop, {"_move": move, "_update": update}, jit(cache=False), {"KEPT_ROW": int(kept_row)})
 
 
 def _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats):

@@ -102,16 +102,20 @@ class _Splicer(ast.NodeTransformer):
         return node
 
 
-def spliced(template: Callable, halves: dict[str, Callable]) -> tuple[ast.FunctionDef, dict]:
+def spliced(
+    template: Callable, halves: dict[str, Callable], constants: dict | None = None
+) -> tuple[ast.FunctionDef, dict]:
     """The AST of ``template`` with the halves written in, and the globals it needs (see :func:`splice`)."""
     node, glob = function_def(template)
-    namespace = dict(glob)
+    namespace = {**glob, **(constants or {})}
     new = _Splicer(halves, namespace).visit(node)
     new.decorator_list = []
     return ast.fix_missing_locations(new), namespace
 
 
-def splice(template: Callable, halves: dict[str, Callable], decorate: Callable) -> Callable:
+def splice(
+    template: Callable, halves: dict[str, Callable], decorate: Callable, constants: dict | None = None
+) -> Callable:
     """``template`` with each statement ``name(args)`` for ``name`` in ``halves`` replaced by its body.
 
     Parameters
@@ -122,8 +126,10 @@ def splice(template: Callable, halves: dict[str, Callable], decorate: Callable) 
         Call name -> function (compiled or not: its Python source is used).
     decorate : callable
         Applied to the generated function (e.g. the compiler).
+    constants : dict, optional
+        Globals of the template replaced by these values (numbers: numba compiles them in).
     """
-    node, namespace = spliced(template, halves)
+    node, namespace = spliced(template, halves, constants)
     module = ast.Module(body=[node], type_ignores=[])
     source = ast.unparse(module)
     names = ", ".join(f"{k}={getattr(getattr(f, 'py_func', f), '__qualname__', f)}" for k, f in halves.items())

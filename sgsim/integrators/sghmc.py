@@ -55,7 +55,7 @@ def move(x, theta, a, consts):
 
 
 @jit(inline=True)
-def update(x, theta, g, z, noisy, a, consts):
+def update(x, theta, g, z, noisy, a, k, consts):
     """``v <- (1 - eta) v - a g + z``, ``g = grad U~(theta)`` at the moved ``theta``."""
     keep = consts[0]
     if noisy:

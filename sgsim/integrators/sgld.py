@@ -44,7 +44,7 @@ __all__ = ["SGLD", "METHOD", "CYCLICAL", "update"]
 
 
 @jit(inline=True)
-def update(x, theta, g, z, noisy, a, consts):
+def update(x, theta, g, z, noisy, a, k, consts):
     """``theta <- theta - a g + z``: ``g = grad U~(theta)``, ``z`` the step's noise."""
     if noisy:
         for i in range(theta.shape[0]):
