@@ -134,7 +134,7 @@ class Run:
         return (self.n_particles, d) if self.n_particles else (d,)
 
     def noise(self, block: ScheduleBlock) -> tuple:
-        """The block's noise factors ``(sd, basis, rotate, any_noise)`` for the compiled loop, and
+        """The block's noise factors ``(sd, basis.T, rotate, any_noise)`` for the compiled loop, and
         for ensembles the per-step temperature too (their steps may scale more than the noise by it).
         """
         alg = self.method.algorithm
@@ -142,8 +142,8 @@ class Run:
         d = self.target.dim
         sd, noisy = noise_factors(alg.noise(block, self.target, self.options), self.basis, nb, d)
         if self.interacting:
-            return (sd, self.basis.basis, self.basis.rotate, noisy, np.ascontiguousarray(block.temperature))
-        return (sd, self.basis.basis, self.basis.rotate, noisy)
+            return (sd, self.basis.rows, self.basis.rotate, noisy, np.ascontiguousarray(block.temperature))
+        return (sd, self.basis.rows, self.basis.rotate, noisy)
 
 
 def _check_storage(storage) -> str:

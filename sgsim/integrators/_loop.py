@@ -54,9 +54,10 @@ Noise
 The Gaussian part of a step, whatever its covariance, is drawn as ``basis @ (sd[j] * xi)``
 with ``xi`` standard normals: ``sd`` (shape ``(nb, d)``) holds the square roots of the
 covariance's eigenvalues at each step and ``basis`` its eigenvectors, which
-``rotate = False`` declares to be the identity (diagonal covariances). A step whose ``sd`` is
+``rotate = False`` declares to be the identity (diagonal covariances). The loops get the
+eigenvectors as rows (``basis.T``, contiguous: :attr:`NoiseBasis.rows`). A step whose ``sd`` is
 zero (``any_noise[j]`` False) draws nothing, so a noise-free stage leaves the stream
-untouched. The four make the tuple ``noise = (sd, basis, rotate, any_noise)``.
+untouched. The four make the tuple ``noise = (sd, basis.T, rotate, any_noise)``.
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
          out, count, mean, m2, injected):  # fmt: skip
     n_chains, n_state, d = state.shape
     nb = alpha.shape[0]
-    sd, basis, rotate, any_noise = noise
+    sd, basis_t, rotate, any_noise = noise
     x = np.empty((n_state, d))
     theta = x[0]
     kept = x[KEPT_ROW]
@@ -187,11 +188,14 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
                 for i in range(d):
                     dst[i] = sd[j, i] * (standard_normal(st) if drawn else inj[j, i])
                 if rotate:
+                    # z = basis @ e as axpy updates over the eigenvectors (the rows of basis_t):
+                    # contiguous, so they vectorise, with each z[i] summed in the order of m
                     for i in range(d):
-                        acc = 0.0
-                        for m in range(d):
-                            acc += basis[i, m] * e[m]
-                        z[i] = acc
+                        z[i] = 0.0
+                    for m in range(d):
+                        em = e[m]
+                        for i in range(d):
+                            z[i] += basis_t[m, i] * em
             k = k0 + j
             _update(x, theta, g, z, noisy, a, k, consts)
             # theta within the bound (which fails for NaN and inf too), the rest finite; no early

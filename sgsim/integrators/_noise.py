@@ -9,6 +9,7 @@ for the run (:func:`noise_basis`) and per-step square roots computed block by bl
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -26,6 +27,11 @@ class NoiseBasis:
     basis: np.ndarray
     rotate: bool
     diagonals: tuple[np.ndarray, ...]
+
+    @functools.cached_property
+    def rows(self) -> np.ndarray:
+        """The eigenvectors as the rows of a contiguous array (``basis.T``), as the loops read them."""
+        return np.ascontiguousarray(self.basis.T)
 
 
 def _is_diagonal(m: np.ndarray) -> bool:

@@ -118,11 +118,11 @@ def update(x, theta, g, z, noisy, a, k, consts):
             theta[i] = theta[i] - s * hd[i] * g[i]
     else:
         hf = consts[3]
-        for i in range(theta.shape[0]):
-            acc = 0.0
-            for m in range(theta.shape[0]):
-                acc += hf[i, m] * g[m]
-            theta[i] = theta[i] - s * acc
+        # axpy updates over the rows of the symmetric H: contiguous, so they vectorise
+        for m in range(theta.shape[0]):
+            sg = s * g[m]
+            for i in range(theta.shape[0]):
+                theta[i] = theta[i] - hf[m, i] * sg
     if noisy:
         for i in range(theta.shape[0]):
             theta[i] = theta[i] + z[i]
@@ -273,7 +273,7 @@ def _kind(h) -> tuple[int, np.ndarray, np.ndarray]:
         return _DIAGONAL, np.ascontiguousarray(arr), none
     if np.count_nonzero(arr - np.diag(np.diag(arr))) == 0:
         return _DIAGONAL, np.ascontiguousarray(np.diag(arr)), none
-    return _FULL, np.zeros(1), np.ascontiguousarray(arr)
+    return _FULL, np.zeros(1), np.ascontiguousarray(0.5 * (arr + arr.T))  # exactly symmetric
 
 
 def _sgd_constants(options: dict) -> tuple:

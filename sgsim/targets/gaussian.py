@@ -19,14 +19,19 @@ from ._base import Target, factory
 
 @jit
 def linear_gaussian_grad_u(theta, params, out):
-    """``P theta - b`` (compiled)."""
+    """``P theta - b`` (compiled).
+
+    As axpy updates over the rows of ``P`` (symmetric, so row ``j`` is column ``j``): contiguous,
+    so they vectorise, with each ``out[i]`` summed in the order of ``j``.
+    """
     prec, shift, _, _ = params
     d = theta.shape[0]
     for i in range(d):
-        acc = -shift[i]
-        for j in range(d):
-            acc += prec[i, j] * theta[j]
-        out[i] = acc
+        out[i] = -shift[i]
+    for j in range(d):
+        tj = theta[j]
+        for i in range(d):
+            out[i] += prec[j, i] * tj
 
 
 @jit
