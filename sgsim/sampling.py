@@ -664,7 +664,9 @@ def sample(
         A :class:`sgsim.targets.Target` or a registered name (``"mixture_25"``, ...).
     method : str
         A registered method (``sgsim.METHODS``): ``"sgld"``, ``"sghmc"``, ``"csgld"``,
-        ``"csghmc"``, ``"svgd"``.
+        ``"csghmc"``, ``"svgd"``, ``"sgld_repulsive"``, the constant-SGD family ``"sgd"``,
+        ``"momentum_sgd"``, ``"sgld_wt"``, ``"sgfs"``, ``"iasg"`` (learning rate on the
+        averaged loss ``U / N``; see :mod:`sgsim.integrators.constant_sgd`), ...
     n_steps : int
         Number of steps ``K``; may be omitted when ``schedule`` is given.
     n_chains : int
@@ -718,7 +720,9 @@ def sample(
     **options
         Method options: ``step_size`` (``alpha`` or ``alpha_0``), ``temperature``; cyclical
         methods: ``n_cycles``, ``explore_fraction``, ``skip_per_cycle``; SGHMC: ``friction``
-        (``eta``), ``gamma_hat``; SVGD: ``bandwidth``, ``normalise``.
+        (``eta``), ``gamma_hat``; SVGD: ``bandwidth``, ``normalise``; ``sgd``/``sgfs``:
+        ``preconditioner`` (and ``injected_cov``); ``momentum_sgd``: ``damping``; ``iasg``:
+        ``window``, ``warmup``.
 
     Returns
     -------
