@@ -75,8 +75,14 @@ def reverse_kl_to_posterior(Sigma, A, n_data) -> float:
 
 
 def optimal_lr(C, n_data, batch_size) -> float:
-    """Theorem 1: ``epsilon* = 2 S D / (N Tr C)``, the constant rate whose OU law is KL-closest to the posterior."""
-    c = _spd("C", C)
+    """Theorem 1: ``epsilon* = 2 S D / (N Tr C)``, the constant rate whose OU law is KL-closest to the posterior.
+
+    Only ``Tr C`` enters: ``C`` may be singular (softmax regression's per-example gradients sum
+    to zero over the classes), though not zero.
+    """
+    c = _spd("C", C, allow_singular=True)
+    if not np.trace(c) > 0:
+        raise ParameterError("C", "C must not be zero: Theorem 1's rate is 2 S D / (N Tr C)")
     return (
         2.0 * positive_float("batch_size", batch_size) * c.shape[0] / (positive_float("n_data", n_data) * np.trace(c))
     )
