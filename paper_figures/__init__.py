@@ -1,7 +1,8 @@
 """Scripts that regenerate the papers' figures and tables, and their registry.
 
 Each module draws one figure or table of "Cyclical Stochastic Gradient MCMC for Bayesian
-Deep Learning" or "Stochastic Gradient MCMC with Repulsive Forces" from an experiment in
+Deep Learning", "Stochastic Gradient MCMC with Repulsive Forces" or "Stochastic Gradient
+Descent as Approximate Bayesian Inference" ([SGDVI]) from an experiment in
 :mod:`sgsim.experiments`. It writes PNGs atomically
 and returns a :class:`Section`: Markdown with a ``quantity | paper value | ours | note``
 table. ``sgsim reproduce`` runs :data:`FIGURES` in order; each module also runs on its
@@ -59,6 +60,7 @@ FIGURES: tuple[FigureEntry, ...] = (
     ),
     FigureEntry("repulsive_tables23_synthetic", "[Rep] Tables 2 and 3: ESS and error of E[X], SGLD vs SGLD+R"),
     FigureEntry("repulsive_figs345", "[Rep] Figures 3-5: running moments on the exponential mixture, particles on 3x3"),
+    FigureEntry("sgdvi_fig6_vem", "[SGDVI] Figure 6: the prior precision chosen by variational EM with constant SGD"),
 )
 
 

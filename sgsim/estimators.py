@@ -243,7 +243,8 @@ def variational_em(
     )  # fmt: skip
     if failed >= 0:
         raise FloatingPointError(
-            f"the prior precision left (0, inf) at step {failed} (lambda = {lam:.4g}): reduce rho0 ({rho0:g})"
+            f"the prior precision left (0, inf) at step {failed} (lambda = {lam:.4g}): reduce rho0 ({rho0:g}), "
+            f"or lr ({lr:g}) if the weights diverge (|theta - m|^2 = {float(np.sum((theta - mean) ** 2)):.4g})"
         )
     steps = every * np.arange(1, n_rec + 1)
     return VEMResult(theta, lam_out, sq_out, steps, target.dim)

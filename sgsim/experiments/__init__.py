@@ -12,6 +12,12 @@ cyclical_synthetic
 cyclical_logistic
     The same paper's Table 1: median ESS of SGLD, cSGLD, SGHMC and cSGHMC on Bayesian
     logistic regression (Australian, German, Heart).
+repulsive_gaussian, repulsive_synthetic
+    "Stochastic Gradient MCMC with Repulsive Forces": Table 1 and Figure 2, Tables 2-3 and
+    Figures 3-5.
+vem_hyperparameter
+    "Stochastic Gradient Descent as Approximate Bayesian Inference": Figure 6, the prior
+    precision chosen by variational EM with constant SGD.
 """
 
 from __future__ import annotations
