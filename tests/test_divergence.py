@@ -102,7 +102,14 @@ HEALTHY = {
         f"logistic {ds}": (t, {"step_size": 2e-3, "n_cycles": 4}, {"step_size": 5e-4, "n_cycles": 4, "friction": 0.1})
         for ds, t in _LR.items()
     },
+    # largest Hessian eigenvalues about 1.7e4 (fair, tau = 1) and 4e3 (optdigits at 0): steps
+    # far inside 2 / lambda_max
+    "linear fair": (targets.linear_regression(dataset="fair", batch_size=32),
+                    {"step_size": 2e-5, "n_cycles": 4}, {"step_size": 5e-6, "n_cycles": 4, "friction": 0.1}),
+    "softmax optdigits": (targets.softmax_regression(dataset="optdigits", batch_size=8),
+                          {"step_size": 5e-5, "n_cycles": 4}, {"step_size": 1e-5, "n_cycles": 4, "friction": 0.1}),
 }  # fmt: skip
+_DATA_TARGETS = ("logistic", "linear fair", "softmax")
 
 
 def test_every_shipped_family_is_covered():
@@ -116,7 +123,7 @@ def test_healthy_long_runs_never_trip_the_default_bound(name, method):
     target, sgld_kw, sghmc_kw = HEALTHY[name]
     target = targets.get(target) if isinstance(target, str) else target
     kw = sgld_kw if method == "csgld" else sghmc_kw
-    n_steps = 20_000 if name.startswith("logistic") else 50_000
+    n_steps = 20_000 if name.startswith(_DATA_TARGETS) else 50_000
     bound = target.divergence_bound()
     reach = 0.0
     for seed in range(3):

@@ -1,6 +1,7 @@
 """Data-backed targets (sgsim.targets.regression): exact gradient against finite differences
 and the NumPy oracle, the minibatch gradient's law (THEORY section 0), the kernels driven
-by it against the oracle given the same indices and normals, and reproducibility."""
+by it against the oracle given the same indices and normals, and reproducibility; the
+linear family's exact posterior and the softmax family's stability and label checks."""
 
 import os
 import subprocess
@@ -12,7 +13,8 @@ import numba
 import numpy as np
 import pytest
 import reference as R
-from stats import assert_within_se
+from scipy.special import logsumexp
+from stats import assert_within_se, check_gaussian_law
 
 import sgsim
 from sgsim import datasets, targets
@@ -20,12 +22,32 @@ from sgsim.sampling import prepare, run_chain
 from sgsim.targets import regression
 
 X_HEART, Y_HEART = datasets.load_heart(standardise=False)
+X_FAIR, Y_FAIR = datasets.load_fair(standardise=False)
+X_FAIR, Y_FAIR = X_FAIR[:270], Y_FAIR[:270]
+# digits 0-2 of optdigits, 270 of them (86, 95, 89 per class), four of the most variable pixels
+_X_OPT, _Y_OPT = datasets.load_optdigits(standardise=False)
+X_DIGITS, Y_DIGITS = _X_OPT[_Y_OPT < 3][:270][:, [26, 27, 35, 42]], _Y_OPT[_Y_OPT < 3][:270]
 
 
 def heart(batch_size=None, replace=False, prior_scale=2.0):
     return regression.logistic_regression(
         X_HEART, Y_HEART, prior_scale=prior_scale, batch_size=batch_size, replace=replace
     )
+
+
+def fair(batch_size=None, replace=False):
+    # dim 9; tau = 0.2 is about 1 / Var(affairs) on these rows
+    return regression.linear_regression(
+        X_FAIR, Y_FAIR, noise_precision=0.2, prior_scale=2.0, batch_size=batch_size, replace=replace
+    )
+
+
+def digits(batch_size=None, replace=False):
+    # dim (4 + 1) x 3 = 15
+    return regression.softmax_regression(X_DIGITS, Y_DIGITS, prior_scale=2.0, batch_size=batch_size, replace=replace)
+
+
+FAMILIES = {"logistic": heart, "linear": fair, "softmax": digits}
 
 
 def small(batch_size=5, replace=False, n=40):
@@ -136,10 +158,13 @@ def _moments(draws):
     return mean, draws.std(axis=0) / np.sqrt(r), cov, prods.std(axis=0) / np.sqrt(r)
 
 
+@pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("replace_", [False, True])
-def test_minibatch_gradient_has_the_full_mean_and_the_theory_0_covariance(replace_):
-    # N = 270, n = 90: the finite-population factor (N - n)/(N - 1) = 0.669 is far from 1
-    t = heart(batch_size=90, replace=replace_)
+def test_minibatch_gradient_has_the_full_mean_and_the_theory_0_covariance(family, replace_):
+    # N = 270, n = 90 for every family: the finite-population factor (N - n)/(N - 1) = 0.669
+    # is far from 1
+    t = FAMILIES[family](batch_size=90, replace=replace_)
+    assert t.extras["n_data"] == 270
     theta = theta_at(t, 3)
     draws = t.stochastic_gradient(theta, np.random.default_rng(11), 40_000)
     mean, mean_se, cov, cov_se = _moments(draws)
@@ -333,6 +358,172 @@ def test_zero_temperature_with_full_batches_is_gradient_descent():
         x = x - 1e-2 * t.gradient(x)
         expected.append(x)
     np.testing.assert_allclose(theta(result)[0], np.array(expected), rtol=1e-12, atol=1e-13)
+
+
+# ----------------------------------------------------------------------------- linear and softmax families
+
+
+def np_families(t, theta):
+    """NumPy oracle: per-example log-likelihoods and their gradients, shapes (N,) and (N, dim)."""
+    X, y, lik = t.extras["X"], t.extras["y"], t.extras["lik_params"]
+    if t.extras["likelihood"] == "linear":
+        tau, r = lik[0], y - X @ theta
+        return 0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * r**2, tau * r[:, None] * X
+    k = int(lik[0])
+    z = X @ theta.reshape(X.shape[1], k)
+    lse = logsumexp(z, axis=1)
+    onehot = np.eye(k)[y.astype(int)]
+    grads = X[:, :, None] * (onehot - np.exp(z - lse[:, None]))[:, None, :]
+    return (z * onehot).sum(axis=1) - lse, grads.reshape(len(y), -1)
+
+
+@pytest.mark.parametrize("family", ["linear", "softmax"])
+def test_new_families_match_the_numpy_oracle(family):
+    t = FAMILIES[family]()
+    prec = t.extras["prior_precision"]
+    for seed in range(3):
+        theta = theta_at(t, seed, scale=1.0)
+        ll, g = np_families(t, theta)
+        lp = ll.sum() - 0.5 * prec @ theta**2
+        assert abs(t.log_density(theta) - lp) < 1e-12 * abs(lp)
+        scale = max(1.0, np.max(np.abs(g)))
+        assert np.max(np.abs(regression.per_example_gradients(t, theta) - g)) < 1e-13 * scale
+        assert np.max(np.abs(t.gradient(theta) - (prec * theta - g.sum(axis=0)))) < 1e-12 * scale * len(g)
+
+
+def central_differences(f, theta, h=1e-5):
+    return np.array([(f(theta + h * e) - f(theta - h * e)) / (2 * h) for e in np.eye(theta.size)])
+
+
+@pytest.mark.parametrize("family", ["linear", "softmax"])
+def test_new_families_gradients_match_finite_differences_of_the_log_density(family):
+    t = FAMILIES[family]()
+    ex = t.extras
+    for seed in range(2):
+        theta = theta_at(t, seed, scale=1.0)
+        g = t.gradient(theta)
+        fd = -central_differences(t.log_density, theta)
+        # O(h^2) truncation plus rounding |U| eps / h ~ 1e-9 at h = 1e-5
+        assert np.max(np.abs(fd - g)) < 1e-6 * max(1.0, np.max(np.abs(g)))
+        # per-example gradients: the log density of a one-example target, less its prior term
+        per_example = regression.per_example_gradients(t, theta)
+        for i in (0, 101, 269):
+            one = regression.data_target(
+                ex["family"], ex["X"][[i]], ex["y"][[i]], prior_precision=ex["prior_precision"],
+                lik_params=ex["lik_params"],
+            )  # fmt: skip
+            fd = central_differences(one.log_density, theta) + ex["prior_precision"] * theta
+            assert np.max(np.abs(fd - per_example[i])) < 1e-7 * max(1.0, np.max(np.abs(per_example[i])))
+
+
+def test_linear_regression_posterior_is_where_the_gradient_vanishes_with_the_hessian_its_inverse_covariance():
+    t = fair()
+    mean, cov, p = t.mean, t.extras["covariance"], t.extras["precision"]
+    # grad U(mean) = P mean - b: zero up to the rounding of sums of terms as large as b's
+    assert np.max(np.abs(t.gradient(mean))) < 1e-10 * np.max(np.abs(t.extras["shift"]))
+    # U is quadratic, so central differences of grad U are exact at any step up to rounding: h = 1
+    hessian = np.array([(t.gradient(mean + e) - t.gradient(mean - e)) / 2 for e in np.eye(t.dim)])
+    tol = 1e-8 * np.max(np.abs(p))
+    assert np.max(np.abs(hessian - np.linalg.inv(cov))) < tol
+    assert np.max(np.abs(cov @ hessian - np.eye(t.dim))) < 1e-8
+    np.testing.assert_allclose(t.second_moment, cov + np.outer(mean, mean), rtol=1e-14)
+    # the same quadratic as the linear-Gaussian target of (P, b)
+    lg = targets.linear_gaussian(p, t.extras["shift"])
+    np.testing.assert_allclose(lg.mean, mean, rtol=1e-10)
+    np.testing.assert_allclose(lg.gradient(mean + 0.1), t.gradient(mean + 0.1), rtol=1e-9, atol=1e-9 * np.max(p))
+    # negative control: the posterior of the likelihood alone (the prior forgotten) is detected
+    forgot_prior = np.linalg.inv(p - np.diag(t.extras["prior_precision"]))
+    assert np.max(np.abs(hessian - np.linalg.inv(forgot_prior))) > 1e3 * tol
+
+
+def test_linear_regression_exact_draws_follow_its_posterior():
+    t = fair()
+    x = t.exact_draws(np.random.default_rng(8), 20_000)
+    # SEs of the replica mean, variances and covariances from the exact law (stats.check_gaussian_law)
+    check_gaussian_law(x, t.mean, t.extras["covariance"], "exact posterior draws")
+    # negative control: a covariance 10% too large (about 14 SEs on each variance) is rejected
+    with pytest.raises(AssertionError, match="variance"):
+        check_gaussian_law(x, t.mean, 1.1 * t.extras["covariance"], "inflated covariance")
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_softmax_log_sum_exp_does_not_overflow(sign):
+    # logits 800, 0, -800 (sign 1: the largest comes first; -1: last, so the running maximum is
+    # replaced twice); e^800 overflows a float64
+    theta = sign * np.array([800.0, 0.0, -800.0])
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(np.log(np.sum(np.exp(theta))))  # the naive formula fails here
+    y = np.array([0.0, 1.0, 2.0])
+    t = regression.data_target(regression.SOFTMAX, np.ones((3, 1)), y, prior_precision=1e-6, lik_params=[3])
+    prior = 0.5e-6 * theta @ theta
+    # log p(y = k) = z_k - 800 in floats (the other terms of the sum are below e^-800)
+    assert t.log_density(theta) == pytest.approx(np.sum(theta - 800.0) - prior, abs=1e-9)
+    top = np.eye(3)[np.argmax(theta)]  # the softmax probabilities, exactly one-hot here
+    expected = 1e-6 * theta - (np.eye(3)[y.astype(int)] - top).sum(axis=0)
+    np.testing.assert_allclose(t.gradient(theta), expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(t.gradient(10 * theta), 10 * 1e-6 * theta - (np.eye(3) - top).sum(axis=0), atol=1e-9)
+
+
+def test_softmax_labels_are_checked_and_named():
+    X = np.random.default_rng(0).standard_normal((6, 2))
+    cases = [
+        ([0, 1, 2, 1.5, 0, 1], {}, "class labels 0, 1, 2"),
+        ([0, 1, 2, -1, 0, 1], {}, "class labels"),
+        ([0, 1, 2, 3, 0, 1], {"n_classes": 3}, r"0, \.\.\., 2"),
+        ([0, 0, 0, 0, 0, 0], {}, "only the label 0"),
+        ([0, 1, 2, 1, 0], {}, r"shape \(6,\)"),
+    ]
+    for y, kwargs, match in cases:
+        with pytest.raises(ValueError, match=match) as info:
+            regression.softmax_regression(X, y, **kwargs)
+        assert info.value.parameter == "y"
+    for bad, error in ((1, ValueError), (2.0, TypeError)):
+        with pytest.raises(error) as info:
+            regression.softmax_regression(X, [0, 1, 1, 0, 1, 0], n_classes=bad)
+        assert info.value.parameter == "n_classes"
+    with pytest.raises(ValueError, match="integer K >= 2") as info:
+        regression.data_target(regression.SOFTMAX, X, [0, 1, 1, 0, 1, 0], prior_precision=1.0, lik_params=[2.5])
+    assert info.value.parameter == "lik_params"
+    with pytest.raises(ValueError, match="class labels") as info:
+        regression.data_target(regression.SOFTMAX, X, [0, 1, 3, 0, 1, 0], prior_precision=1.0, lik_params=[3])
+    assert info.value.parameter == "y"
+    # negative control: integer labels as floats with a class absent, or more classes than seen, build
+    t = regression.softmax_regression(X, [0.0, 2.0, 2.0, 0.0, 0.0, 2.0])
+    assert t.extras["n_classes"] == 3 and t.dim == 9
+    assert regression.softmax_regression(X, [0, 1, 1, 0, 1, 0], n_classes=4, intercept=False).dim == 8
+
+
+def test_linear_regression_names_bad_input_before_reading_data(monkeypatch):
+    nan_x = X_FAIR.copy()
+    nan_x[3, 2] = np.nan
+    collinear = np.column_stack([X_FAIR[:, :2], X_FAIR[:, 1]])
+    cases = [
+        (dict(X=X_FAIR[:, 0], y=Y_FAIR), "X", r"shape \(N, p\)"),
+        (dict(X=X_FAIR, y=Y_FAIR[:-1]), "y", r"shape \(270,\)"),
+        (dict(X=X_FAIR, y=Y_FAIR[:, None]), "y", r"shape \(270,\)"),
+        (dict(X=nan_x, y=Y_FAIR), "X", "finite"),
+        (dict(X=X_FAIR, y=np.where(Y_FAIR > 1, np.inf, Y_FAIR)), "y", "finite"),
+        (dict(X=X_FAIR, y=Y_FAIR, noise_precision=0.0), "noise_precision", "> 0"),
+        (dict(X=X_FAIR, y=Y_FAIR, noise_precision=np.nan), "noise_precision", "finite"),
+        (dict(X=X_FAIR, y=Y_FAIR, noise_precision=1e306), "noise_precision", "overflow"),
+        (dict(X=collinear, y=Y_FAIR, prior_scale=1e150), "X", "positive definite"),
+        (dict(X=X_FAIR, y=Y_FAIR, batch_size=271), "batch_size", "exceeds"),
+        (dict(X=X_FAIR, y=Y_FAIR, standardise=1), "standardise", "bool"),
+        (dict(dataset="heart"), "dataset", "binary data set; linear_regression takes fair, diamonds"),
+        (dict(dataset="fair", X=X_FAIR), "dataset", "not both"),
+        (dict(dataset="wine"), "dataset", "unknown"),
+        (dict(dataset="diamonds", noise_precision=-1.0), "noise_precision", "> 0"),
+        (dict(dataset="diamonds", prior_scale=0.0), "prior_scale", "> 0"),
+        (dict(dataset="diamonds", batch_size=0), "batch_size", ">= 1"),
+    ]
+    monkeypatch.setattr(regression, "load", lambda *a, **k: pytest.fail("data were read before the checks"))
+    for kwargs, parameter, match in cases:
+        with pytest.raises((ValueError, TypeError), match=match) as info:
+            regression.linear_regression(**kwargs)
+        assert info.value.parameter == parameter, kwargs
+    # negative control: the collinear design with a proper prior, and large finite tau, build
+    assert regression.linear_regression(collinear, Y_FAIR, prior_scale=1.0).dim == 4
+    assert np.all(np.isfinite(regression.linear_regression(X_FAIR, Y_FAIR, noise_precision=1e250).mean))
 
 
 # ----------------------------------------------------------------------------- validation

@@ -339,7 +339,7 @@ class DatasetSummary:
     title: str
     n_examples: int
     dim: int
-    paper_covariates: int
+    paper_covariates: int | None
     note: str
     hessian_eigenvalues: np.ndarray
     noise_eigenvalues: np.ndarray

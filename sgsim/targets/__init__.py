@@ -13,7 +13,7 @@ from ._base import FACTORIES, Target, TargetExtras, TargetSpec, build, check_fun
 from .exponential import exponential_mixture
 from .gaussian import linear_gaussian, ou_quadratic, standard_gaussian
 from .mixtures import gaussian_mixture, mixture_3x3, mixture_25
-from .regression import data_target, logistic_regression
+from .regression import data_target, linear_regression, logistic_regression, softmax_regression
 
 __all__ = [
     "Target",
@@ -34,6 +34,8 @@ __all__ = [
     "standard_gaussian",
     "data_target",
     "logistic_regression",
+    "linear_regression",
+    "softmax_regression",
 ]
 
 TARGETS = {

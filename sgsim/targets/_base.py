@@ -28,8 +28,11 @@ class TargetExtras(TypedDict, total=False):
     ``covariance``. Data-backed targets: ``family`` (the :class:`~sgsim.targets.regression.Likelihood`),
     ``likelihood``, ``X``, ``y``, ``n_data``, ``batch_size``, ``replace``, ``noise_factor``,
     ``prior_mean``, ``prior_precision``, ``lik_params``, ``stochastic_gradient`` (in words);
-    logistic regression adds ``standardised``, ``intercept``, ``prior_scale``, ``feature_mean``,
-    ``feature_scale`` and, when built from a shipped data set, ``dataset``.
+    the regression factories add ``standardised``, ``intercept``, ``prior_scale``, ``feature_mean``,
+    ``feature_scale`` and, when built from a shipped data set, ``dataset``; linear regression
+    adds ``noise_precision`` and its exact posterior's ``precision``, ``shift`` and
+    ``covariance`` (those of the linear-Gaussian target it equals); softmax regression adds
+    ``n_classes``.
     """
 
     weights: np.ndarray
@@ -57,6 +60,8 @@ class TargetExtras(TypedDict, total=False):
     feature_mean: np.ndarray
     feature_scale: np.ndarray
     dataset: str
+    noise_precision: float
+    n_classes: int
 
 
 @dataclass(frozen=True)
