@@ -217,7 +217,73 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--quiet", action="store_true", help="no progress bars")
     rep.add_argument("--list", action="store_true", help="list the registered entries and exit")
     rep.set_defaults(subparser=rep)
+
+    sw = sub.add_parser(
+        "sweep",
+        help="run a grid of cells (seeds x settings) into a resumable store",
+        description=(
+            "Run the cells a CONFIG file (JSON or TOML) describes: 'function' ('module:name', returning a dict of "
+            "numbers), 'seeds' (a count or a list), 'grid' (one list of values per varied parameter), 'fixed' "
+            "(shared parameters), optionally 'store' and 'executor'. Finished cells are skipped; the summary is "
+            "written to STORE/summary.nc."
+        ),
+    )
+    sw.add_argument("config", metavar="CONFIG", help="the sweep's JSON or TOML file")
+    sw.add_argument("--store", metavar="DIR", help="result store (default: the config's 'store')")
+    sw.add_argument("--executor", choices=("serial", "processes", "dask"), help="where cells run (default: config's)")
+    sw.add_argument("--workers", type=int, metavar="N", help="worker processes (default 2)")
+    sw.add_argument("--scheduler", metavar="ADDR", help="a running Dask scheduler, tcp://host:port")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.set_defaults(subparser=sw)
     return parser
+
+
+def _cmd_sweep(args, parser) -> int:
+    import json
+
+    from . import sweep
+    from .io import atomic_write
+
+    path = Path(args.config)
+    try:
+        text = path.read_text()
+        if path.suffix == ".toml":
+            import tomllib  # Python >= 3.11
+
+            config = tomllib.loads(text)
+        else:
+            config = json.loads(text)
+    except ImportError:
+        parser.error("argument CONFIG: TOML needs Python >= 3.11; give the config as JSON")
+    except (OSError, ValueError) as exc:
+        parser.error(f"argument CONFIG: cannot read {path}: {exc}")
+    unknown = set(config) - {"function", "seeds", "grid", "fixed", "store", "executor"}
+    if unknown or "function" not in config or "seeds" not in config:
+        parser.error(f"argument CONFIG: needs 'function' and 'seeds'; unknown keys: {sorted(unknown)}")
+    store_arg = args.store or config.get("store")
+    if not store_arg:
+        parser.error("argument --store: give --store or 'store' in CONFIG")
+    store = Path(str(store_arg))
+    executor = args.executor or config.get("executor", "serial")
+    try:
+        cells = sweep.grid(config["function"], config["seeds"], fixed=config.get("fixed"), **config.get("grid", {}))
+        report = sweep.run_sweep(
+            cells, store, executor, n_workers=args.workers, scheduler=args.scheduler, progress=not args.quiet
+        )
+    except sweep.SweepError as exc:
+        print(f"sgsim sweep: {exc}", file=sys.stderr)
+        return 1
+    except ImportError as exc:
+        parser.error(str(exc))
+    except (ValueError, TypeError) as exc:
+        parser.error(_flag_message(exc))
+    summary = sweep.Store(store).summary(cells)
+    atomic_write(store / "summary.nc", lambda tmp: summary.to_netcdf(tmp, engine="h5netcdf"))
+    print(
+        f"sgsim sweep: {report.n_cells} cells, {report.n_found} already stored, {report.n_computed} computed "
+        f"({executor}); summary: {store / 'summary.nc'}"
+    )
+    return 0
 
 
 _MANIFEST = "manifest.json"
@@ -621,6 +687,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _cmd_run(args, args.subparser)
+        if args.command == "sweep":
+            return _cmd_sweep(args, args.subparser)
         return _cmd_reproduce(args, args.subparser, argv)
     except KeyboardInterrupt:
         # the sampler stops within one block; results are written whole or not at all
