@@ -216,6 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--seed", type=int, default=None, metavar="S", help="experiment seed (default: 2020)")
     rep.add_argument("--quiet", action="store_true", help="no progress bars")
     rep.add_argument("--list", action="store_true", help="list the registered entries and exit")
+    rep.add_argument(
+        "--executor",
+        choices=("serial", "processes", "dask"),
+        default="serial",
+        help="where the experiments' repeated runs go (Table 4's runs are sweep cells; default: %(default)s)",
+    )
+    rep.add_argument("--workers", type=int, metavar="N", help="worker processes (default 2)")
+    rep.add_argument("--scheduler", metavar="ADDR", help="a running Dask scheduler, tcp://host:port (implies dask)")
     rep.set_defaults(subparser=rep)
 
     sw = sub.add_parser(
@@ -635,6 +643,7 @@ def _cmd_reproduce(args, parser, argv) -> int:
         "elapsed": 0.0,
         "status": "running",
         "command": "sgsim " + " ".join(argv),
+        "executor": "dask" if args.scheduler else args.executor,
         "environment": _environment(),
     }
     sections: list = []
@@ -648,11 +657,15 @@ def _cmd_reproduce(args, parser, argv) -> int:
     failed = []
     mode = "full" if args.full else "quick"
     print(f"sgsim reproduce ({mode}, seed {seed}): {len(entries)} section(s) -> {out}", flush=True)
+    from .sweep import executing
+
+    executor = "dask" if args.scheduler else args.executor
     try:
         for i, entry in enumerate(entries, 1):
             start = time.perf_counter()
             try:
-                section = entry.run(out, full=args.full, progress=not args.quiet, seed=seed)
+                with executing(executor, args.workers, args.scheduler):
+                    section = entry.run(out, full=args.full, progress=not args.quiet, seed=seed)
             except Exception as exc:  # one failing section must not lose the others
                 traceback.print_exc()
                 failed.append(entry.name)

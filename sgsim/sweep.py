@@ -36,6 +36,7 @@ retries it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import io as _io
@@ -63,6 +64,8 @@ __all__ = [
     "grid",
     "run_sweep",
     "run_cell",
+    "compute",
+    "executing",
     "sample_cell",
     "EXECUTORS",
 ]
@@ -123,14 +126,15 @@ class Cell:
     Attributes
     ----------
     function : str
-        ``"module:qualname"`` of an importable function returning a dict of numbers or arrays.
+        ``"module:qualname"`` of an importable function returning a dict of numbers or arrays
+        (the function itself is accepted and converted).
     params : dict
         Its keyword arguments, JSON-like (kept in canonical form).
     seed : int
         The run's seed, passed as ``seed=``.
     """
 
-    function: str
+    function: str | Callable
     params: dict = field(default_factory=dict)
     seed: int = 0
 
@@ -186,7 +190,7 @@ def grid(function: str | Callable, seeds: int | Sequence[int], fixed: dict | Non
 
 def run_cell(cell: Cell) -> dict[str, np.ndarray]:
     """Run one cell in this process; its result as a dict of float or int arrays."""
-    out = _load(cell.function)(**cell.params, seed=cell.seed)
+    out = _load(str(cell.function))(**cell.params, seed=cell.seed)
     if not isinstance(out, dict) or not out:
         raise TypeError(f"cell function {cell.function} must return a non-empty dict, got {type(out).__name__}")
     result = {}
@@ -460,3 +464,57 @@ def _run_dask(pending: list[Cell], workers: int, scheduler: str | None, finish) 
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+_DEFAULTS: dict[str, Any] = {"executor": "serial", "n_workers": None, "scheduler": None}
+
+
+@contextlib.contextmanager
+def executing(executor: str = "serial", n_workers: int | None = None, scheduler: str | None = None):
+    """Within the block, :func:`compute` called without an executor uses these (``sgsim
+    reproduce --executor ... --scheduler ...`` sets them around the paper experiments).
+    """
+    if executor not in EXECUTORS:
+        raise ParameterError("executor", f"executor must be one of {EXECUTORS}, got {executor!r}")
+    old = dict(_DEFAULTS)
+    _DEFAULTS.update(executor=executor, n_workers=n_workers, scheduler=scheduler)
+    try:
+        yield
+    finally:
+        _DEFAULTS.clear()
+        _DEFAULTS.update(old)
+
+
+def compute(
+    cells: Sequence[Cell],
+    store: Store | str | os.PathLike | None = None,
+    executor: str | None = None,
+    *,
+    n_workers: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+) -> list[dict[str, np.ndarray]]:
+    """Run ``cells`` (see :func:`run_sweep`) and return their results in order.
+
+    With ``store=None`` the results pass through a temporary store that is removed after;
+    with a store, finished cells are reused and an interrupted call resumes. ``executor=None``
+    takes the one of the enclosing :func:`executing` block (serial outside any).
+    """
+    import tempfile
+
+    if executor is None:
+        executor = _DEFAULTS["executor"]
+        n_workers = _DEFAULTS["n_workers"] if n_workers is None else n_workers
+        scheduler = _DEFAULTS["scheduler"] if scheduler is None else scheduler
+    if store is None:
+        with tempfile.TemporaryDirectory(prefix="sgsim-sweep-") as tmp:
+            return compute(cells, tmp, executor, n_workers=n_workers, scheduler=scheduler, progress=progress)
+    store = store if isinstance(store, Store) else Store(store)
+    run_sweep(cells, store, executor, n_workers=n_workers, scheduler=scheduler, progress=progress)
+    out = []
+    for cell in cells:
+        result = store.read(cell)
+        if result is None:  # removed behind our back (another process cleaning the store)
+            raise RuntimeError(f"cell {cell.describe()} vanished from the store {store.directory}")
+        out.append(result)
+    return out

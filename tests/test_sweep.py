@@ -187,3 +187,20 @@ def test_the_sweep_command_runs_a_config_and_writes_the_summary(tmp_path, capsys
     with pytest.raises(SystemExit) as info:
         main(["sweep", str(config)])
     assert info.value.code == 2 and "seeds" in capsys.readouterr().err
+
+
+def test_table4_runs_are_cells_and_the_same_wherever_they_run(tmp_path):
+    from sgsim.experiments import cyclical_synthetic as cs
+
+    kwargs = dict(n_runs=2, n_steps=1500, seed=4)
+    serial = cs.mode_coverage_table("reference", **kwargs)
+    with sweep.executing("processes", 2):
+        pooled = cs.mode_coverage_table("reference", store=tmp_path, **kwargs)
+    for key, row in serial.rows.items():
+        assert np.array_equal(row.coverage, pooled.rows[key].coverage)
+        assert np.array_equal(row.n_draws, pooled.rows[key].n_draws)
+    # the store keeps the 8 runs: a second call reads them back
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("*.npz")}
+    again = cs.mode_coverage_table("reference", store=tmp_path, **kwargs)
+    assert len(stamps) == 8 and stamps == {p: p.stat().st_mtime_ns for p in tmp_path.glob("*.npz")}
+    assert np.array_equal(again.rows["sgld"].coverage, serial.rows["sgld"].coverage)

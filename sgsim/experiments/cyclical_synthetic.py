@@ -41,6 +41,7 @@ seeds. Figures 2 and 5 show run 0 of Table 4's parallel and single-chain runs.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,6 +50,7 @@ from .. import schedules
 from .._validate import integer
 from ..diagnostics import ball_probability, expected_mode_coverage, mode_counts
 from ..sampling import sample
+from ..sweep import Cell, compute
 from ..targets import Target, mixture_25
 from ..theory.convergence import cyclical_sum, cyclical_sum_squares
 from ._common import mean_sd_se, progress_bar
@@ -563,8 +565,10 @@ class CoverageResult:
         Mean, sample standard deviation (ddof 1) and standard error ``sd / sqrt(n_runs)``.
     oracle_mean, oracle_sd : float
         Coverage of ``n_draws`` exact iid draws (binomial oracle, THEORY B1).
-    sampling_time_s : float
-        Total sampling time of the runs.
+    elapsed_s : float
+        Wall time of the table's sweep, divided among its rows (the runs may have run in
+        parallel, on other machines: a cell holds results only, never timings, so that the
+        same sweep gives the same bits wherever it runs).
     """
 
     key: str
@@ -579,7 +583,7 @@ class CoverageResult:
     se: float
     oracle_mean: float
     oracle_sd: float
-    sampling_time_s: float
+    elapsed_s: float
 
 
 @dataclass
@@ -612,6 +616,21 @@ class CoverageTable:
     rows: dict = field(default_factory=dict)
 
 
+def coverage_run(
+    setting: str, method: str, n_steps: int, n_chains: int, radius: float, threshold: int, seed: int
+) -> dict[str, int]:
+    """One run of a Table 4 row (a sweep cell): covered modes and the pooled draws feeding the metric."""
+    s = get_setting(setting)
+    target = s.target()
+    idata = _run(s, target, method, n_steps, n_chains, seed)
+    counts = mode_counts(idata, target.mode_centres, radius)
+    x = idata.posterior["theta"].values
+    return {
+        "coverage": int(np.sum(counts > threshold)),
+        "n_draws": int(np.sum(np.all(np.isfinite(x), axis=-1))),
+    }
+
+
 def mode_coverage_table(
     setting: str | Setting = "paper",
     n_runs: int = N_RUNS,
@@ -621,11 +640,18 @@ def mode_coverage_table(
     radius: float = RADIUS,
     threshold: int = THRESHOLD,
     n_parallel: int = N_PARALLEL,
+    executor: str | None = None,
+    store=None,
+    n_workers: int | None = None,
+    scheduler: str | None = None,
 ) -> CoverageTable:
     """Mode coverage of SGLD, cSGLD and their parallel versions ([cSG] App. A.1, Table 4).
 
     Each row is ``n_runs`` independent runs. The paper reports mean ± standard error over
-    10 runs of 50k iterations per chain, with 4 chains pooled in the parallel rows.
+    10 runs of 50k iterations per chain, with 4 chains pooled in the parallel rows. The runs
+    are the cells of a sweep (:func:`coverage_run`, :mod:`sgsim.sweep`): ``executor``,
+    ``n_workers`` and ``scheduler`` say where they run (the table is the same bits wherever),
+    and a ``store`` directory keeps finished runs so that an interrupted table resumes.
 
     Parameters
     ----------
@@ -643,6 +669,10 @@ def mode_coverage_table(
         ``r`` (0.25) and ``n-bar`` (100).
     n_parallel : int
         Chains in the parallel rows (4).
+    executor, store, n_workers, scheduler
+        See :func:`sgsim.sweep.compute`: ``executor=None`` runs where the enclosing
+        :func:`sgsim.sweep.executing` says (serially by default); ``store=None`` keeps
+        nothing between calls.
     """
     s = get_setting(setting)
     n_runs = integer("n_runs", n_runs, low=1)
@@ -662,35 +692,36 @@ def mode_coverage_table(
         draws_used=DRAWS_USED,
     )
     rows = [(key, label, method, n_parallel if chains > 1 else 1) for key, label, method, chains in ALGORITHMS]
-    with progress_bar(n_runs * len(rows), f"Table 4 ({s.name})", progress) as bar:
-        for key, label, method, chains in rows:
-            seeds = run_seeds(seed, n_runs, chains)
-            cov = np.zeros(n_runs, dtype=np.int64)
-            draws = np.zeros(n_runs, dtype=np.int64)
-            elapsed = 0.0
-            for i, run_seed in enumerate(seeds):
-                idata = _run(s, target, method, n_steps, chains, int(run_seed))
-                counts = mode_counts(idata, centres, radius)
-                cov[i] = int(np.sum(counts > threshold))
-                x = idata.posterior["theta"].values
-                draws[i] = int(np.sum(np.all(np.isfinite(x), axis=-1)))
-                elapsed += float(idata.attrs["sampling_time_s"])
-                bar.update(1)
-            mean, sd, se = mean_sd_se(cov)
-            o_mean, o_sd = expected_mode_coverage(int(draws[0]), len(centres), p_ball, threshold)
-            table.rows[key] = CoverageResult(
-                key=key,
-                label=label,
-                method=method,
-                n_chains=chains,
-                seeds=seeds,
-                coverage=cov,
-                n_draws=draws,
-                mean=mean,
-                sd=sd,
-                se=se,
-                oracle_mean=o_mean,
-                oracle_sd=o_sd,
-                sampling_time_s=elapsed,
-            )
+    if SETTINGS.get(s.name) is not s:
+        raise ValueError(f"setting {s.name!r} is not registered in SETTINGS: the runs rebuild it by name")
+    cells = [
+        Cell(coverage_run, dict(setting=s.name, method=method, n_steps=int(n_steps), n_chains=chains,
+                                radius=float(radius), threshold=int(threshold)), int(run_seed))
+        for _, _, method, chains in rows
+        for run_seed in run_seeds(seed, n_runs, chains)
+    ]  # fmt: skip
+    t0 = time.perf_counter()
+    results = compute(cells, store, executor, n_workers=n_workers, scheduler=scheduler, progress=progress)
+    elapsed = time.perf_counter() - t0
+    for r, (key, label, method, chains) in enumerate(rows):
+        part = results[r * n_runs : (r + 1) * n_runs]
+        cov = np.array([int(x["coverage"]) for x in part], dtype=np.int64)
+        draws = np.array([int(x["n_draws"]) for x in part], dtype=np.int64)
+        mean, sd, se = mean_sd_se(cov)
+        o_mean, o_sd = expected_mode_coverage(int(draws[0]), len(centres), p_ball, threshold)
+        table.rows[key] = CoverageResult(
+            key=key,
+            label=label,
+            method=method,
+            n_chains=chains,
+            seeds=run_seeds(seed, n_runs, chains),
+            coverage=cov,
+            n_draws=draws,
+            mean=mean,
+            sd=sd,
+            se=se,
+            oracle_mean=o_mean,
+            oracle_sd=o_sd,
+            elapsed_s=elapsed / len(rows),
+        )
     return table
