@@ -192,7 +192,7 @@ def test_the_sweep_command_runs_a_config_and_writes_the_summary(tmp_path, capsys
 def test_table4_runs_are_cells_and_the_same_wherever_they_run(tmp_path):
     from sgsim.experiments import cyclical_synthetic as cs
 
-    kwargs = dict(n_runs=2, n_steps=1500, seed=4)
+    kwargs = dict(n_runs=2, n_steps=3000, seed=4)  # 30 cycles of 100 steps, 50 kept per cycle
     serial = cs.mode_coverage_table("reference", **kwargs)
     with sweep.executing("processes", 2):
         pooled = cs.mode_coverage_table("reference", store=tmp_path, **kwargs)
