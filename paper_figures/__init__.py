@@ -55,7 +55,9 @@ FIGURES: tuple[FigureEntry, ...] = (
     FigureEntry("cyclical_fig5_single", "Figure 5: 25-Gaussian mixture, a single chain"),
     FigureEntry("cyclical_table4_coverage", "Table 4: mode coverage on the 25-Gaussian mixture"),
     FigureEntry("cyclical_table1_ess", "Table 1: median ESS, Bayesian logistic regression (Australian, German, Heart)"),
-    FigureEntry("cyclical_table1_frontier", "Table 1 as a frontier: ESS against accuracy on Bayesian logistic regression"),
+    FigureEntry(
+        "cyclical_table1_frontier", "Table 1 as a frontier: ESS against accuracy on Bayesian logistic regression"
+    ),
     FigureEntry(
         "repulsive_table1_gaussian", "[Rep] Figure 2 and Table 1: six particles on a Gaussian, SVGD and SGLD+R"
     ),
