@@ -46,7 +46,8 @@ Our choices (:class:`Settings`), fixed before looking at any ESS and never tuned
   cSGHMC entries for Heart equal 5000 exactly, which suggests an estimator capped at the
   number of draws.
 
-Runs and seeds: every (data set, method) cell is one :func:`sgsim.sample` call with
+Runs and seeds: every (data set, method) cell is one sweep cell (:func:`ess_cell`, run where
+:func:`sgsim.sweep.executing` says) and one :func:`sgsim.sample` call with
 ``n_chains = n_runs`` and the experiment ``seed``: run ``r`` is chain ``r``, with its own
 streams ``SeedSequence(seed, spawn_key=(r, 0))`` (noise and minibatches) and ``(r, 1)``
 (initial point), as separate seeds would give. All cells share the seed, so run ``r``
@@ -55,7 +56,9 @@ starts from the same point for the four methods (a paired comparison).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,9 +68,10 @@ from .._validate import integer
 from ..datasets import DATASETS
 from ..diagnostics import ess
 from ..sampling import sample
+from ..sweep import Cell, compute
 from ..targets import Target
 from ..targets.regression import logistic_regression, minibatch_gradient_covariance
-from ._common import mean_sd_se, progress_bar
+from ._common import mean_sd_se
 
 __all__ = [
     "PAPER",
@@ -84,6 +88,7 @@ __all__ = [
     "ESSResult",
     "DatasetSummary",
     "ESSTable",
+    "ess_cell",
     "ess_table",
 ]
 
@@ -311,8 +316,9 @@ class ESSResult:
         discretisation inflate it.
     mean_error : ndarray, shape (n_runs,)
         Median over parameters of ``|sample mean - MAP| / Laplace sd``.
-    sampling_time_s : float
-        Sampling time of the cell (all runs, threads in parallel).
+    elapsed_s : float
+        Wall time of the table's sweep divided among its cells (a cell holds results only, never
+        timings, so that it is the same bits wherever it runs).
     """
 
     dataset: str
@@ -328,7 +334,7 @@ class ESSResult:
     se: float
     sd_ratio: np.ndarray
     mean_error: np.ndarray
-    sampling_time_s: float
+    elapsed_s: float
 
 
 @dataclass
@@ -354,6 +360,34 @@ class ESSTable:
     seed: int
     datasets: dict = field(default_factory=dict)
     rows: dict = field(default_factory=dict)
+
+
+def ess_cell(dataset: str, method: str, settings: dict, n_runs: int, seed: int) -> dict:
+    """One cell of Table 1 (a sweep cell): ``n_runs`` chains of ``method`` on ``dataset``.
+
+    Returns, per run, the median over parameters of the bulk ESS, of the sd ratio to the
+    Laplace sd and of the mean's distance to the mode in Laplace sds, and the step size,
+    steps and burn-in used. ``settings`` is :class:`Settings` as a dict.
+    """
+    cfg = Settings(**settings)
+    target = build_target(dataset, cfg)
+    scale = laplace(target)
+    laplace_sd = np.sqrt(np.diag(scale.covariance))
+    alpha = step_sizes(scale, cfg)[method]
+    sched, burn_in = method_schedule(method, alpha, cfg)
+    extra = {"friction": cfg.friction} if method.endswith("hmc") else {}
+    result = sample(target, method, schedule=sched, burn_in=burn_in, n_chains=n_runs, seed=seed, **extra)
+    draws = result.posterior["theta"].values[:, : cfg.n_samples]
+    if draws.shape[1] != cfg.n_samples:
+        raise RuntimeError(f"{method} kept {draws.shape[1]} draws, expected {cfg.n_samples}")
+    return {
+        "median_ess": np.array([np.median(ess(draws[r : r + 1])) for r in range(n_runs)]),
+        "sd_ratio": np.median(draws.std(axis=1) / laplace_sd, axis=1),
+        "mean_error": np.median(np.abs(draws.mean(axis=1) - scale.mode) / laplace_sd, axis=1),
+        "step_size": alpha,
+        "n_steps": sched.n_steps,
+        "burn_in": burn_in,
+    }
 
 
 def ess_table(
@@ -392,49 +426,43 @@ def ess_table(
         if name not in DATASETS:
             raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
     table = ESSTable(settings=settings, n_runs=n_runs, seed=seed)
-    with progress_bar(len(datasets) * len(methods), "Table 1 (ESS)", progress, unit="cell") as bar:
-        for name in datasets:
-            info = DATASETS[name]
-            target = build_target(name, settings)
-            scale = laplace(target)
-            table.datasets[name] = DatasetSummary(
-                name=name,
-                title=info.title,
-                n_examples=info.n_examples,
-                dim=target.dim,
-                paper_covariates=info.paper_covariates,
-                note=info.note,
-                hessian_eigenvalues=scale.hessian_eigenvalues,
-                noise_eigenvalues=scale.noise_eigenvalues,
-            )
-            laplace_sd = np.sqrt(np.diag(scale.covariance))
-            alphas = step_sizes(scale, settings)
-            for method in methods:
-                sched, burn_in = method_schedule(method, alphas[method], settings)
-                extra = {"friction": settings.friction} if method.endswith("hmc") else {}
-                result = sample(target, method, schedule=sched, burn_in=burn_in, n_chains=n_runs, seed=seed, **extra)
-                draws = result.posterior["theta"].values[:, : settings.n_samples]
-                if draws.shape[1] != settings.n_samples:
-                    raise RuntimeError(f"{method} kept {draws.shape[1]} draws, expected {settings.n_samples}")
-                med = np.array([np.median(ess(draws[r : r + 1])) for r in range(n_runs)])
-                sd_ratio = np.median(draws.std(axis=1) / laplace_sd, axis=1)
-                mean_error = np.median(np.abs(draws.mean(axis=1) - scale.mode) / laplace_sd, axis=1)
-                mean, sd, se = mean_sd_se(med)
-                table.rows[(name, method)] = ESSResult(
-                    dataset=name,
-                    method=method,
-                    label=labels[method],
-                    step_size=float(alphas[method]),
-                    n_steps=sched.n_steps,
-                    burn_in=burn_in,
-                    n_draws=settings.n_samples,
-                    median_ess=med,
-                    mean=mean,
-                    sd=sd,
-                    se=se,
-                    sd_ratio=sd_ratio,
-                    mean_error=mean_error,
-                    sampling_time_s=float(result.attrs["sampling_time_s"]),
-                )
-                bar.update(1)
+    for name in datasets:
+        info = DATASETS[name]
+        target = build_target(name, settings)
+        scale = laplace(target)
+        table.datasets[name] = DatasetSummary(
+            name=name,
+            title=info.title,
+            n_examples=info.n_examples,
+            dim=target.dim,
+            paper_covariates=info.paper_covariates,
+            note=info.note,
+            hessian_eigenvalues=scale.hessian_eigenvalues,
+            noise_eigenvalues=scale.noise_eigenvalues,
+        )
+    keys = [(name, method) for name in datasets for method in methods]
+    config = dataclasses.asdict(settings)
+    cells = [Cell(ess_cell, dict(dataset=d, method=m, settings=config, n_runs=n_runs), seed) for d, m in keys]
+    t0 = time.perf_counter()
+    results = compute(cells, progress=progress)
+    elapsed = time.perf_counter() - t0
+    for (name, method), res in zip(keys, results, strict=True):
+        med = res["median_ess"]
+        mean, sd, se = mean_sd_se(med)
+        table.rows[(name, method)] = ESSResult(
+            dataset=name,
+            method=method,
+            label=labels[method],
+            step_size=float(res["step_size"]),
+            n_steps=int(res["n_steps"]),
+            burn_in=int(res["burn_in"]),
+            n_draws=settings.n_samples,
+            median_ess=med,
+            mean=mean,
+            sd=sd,
+            se=se,
+            sd_ratio=res["sd_ratio"],
+            mean_error=res["mean_error"],
+            elapsed_s=elapsed / len(keys),
+        )
     return table
