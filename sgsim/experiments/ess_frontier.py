@@ -49,10 +49,12 @@ import numpy as np
 
 from ..diagnostics import ess, rhat
 from ..sweep import Cell, compute
+from ..targets import Target
 from .cyclical_logistic import (
     DATASET_ORDER,
     DEFAULT,
     PAPER_TABLE1,
+    PosteriorScale,
     Settings,
     build_target,
     laplace,
@@ -167,7 +169,7 @@ def _relaxation(method: str, alpha: float, eta: float, lam: np.ndarray) -> float
     return -1.0 / math.log(rho) if 0 < rho < 1 else math.inf
 
 
-def _settings(protocol: Protocol, dataset: str, n_samples: int) -> tuple[Settings, object, object]:
+def _settings(protocol: Protocol, dataset: str, n_samples: int) -> tuple[Settings, Target, PosteriorScale]:
     batch = protocol.batch_size
     base = replace(DEFAULT, step_rule=protocol.step_rule, n_samples=n_samples * protocol.thin)
     if batch is not None:
