@@ -64,6 +64,8 @@ FIGURES: tuple[FigureEntry, ...] = (
     FigureEntry("repulsive_tables23_synthetic", "[Rep] Tables 2 and 3: ESS and error of E[X], SGLD vs SGLD+R"),
     FigureEntry("repulsive_figs345", "[Rep] Figures 3-5: running moments on the exponential mixture, particles on 3x3"),
     FigureEntry("sgdvi_fig6_vem", "[SGDVI] Figure 6: the prior precision chosen by variational EM with constant SGD"),
+    FigureEntry("sgdvi_figs12_covariances", "[SGDVI] Figures 1 and 2: constant SGD's covariance against the OU model"),
+    FigureEntry("sgdvi_table1_kl", "[SGDVI] Table 1: KL divergence to the posterior of constant SGD, SGLD and SGFS"),
 )
 
 
