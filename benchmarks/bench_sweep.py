@@ -49,7 +49,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     cells = table4_cells(args.runs)
     timed(cells[:1], "serial")  # compile this process's loops first
-    print(f"Table 4 quick budget: {len(cells)} cells\n| executor | s | cells / min |\n|---|---:|---:|")
+    print(f"Table 4, {args.runs} runs per row: {len(cells)} cells\n| executor | s | cells / min |\n|---|---:|---:|")
     for executor in sweep.EXECUTORS:
         t = timed(cells, executor)
         print(f"| {executor} | {t:.1f} | {len(cells) / t * 60:.0f} |")
