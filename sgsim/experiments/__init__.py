@@ -15,9 +15,12 @@ cyclical_logistic
 repulsive_gaussian, repulsive_synthetic
     "Stochastic Gradient MCMC with Repulsive Forces": Table 1 and Figure 2, Tables 2-3 and
     Figures 3-5.
-vem_hyperparameter
-    "Stochastic Gradient Descent as Approximate Bayesian Inference": Figure 6, the prior
-    precision chosen by variational EM with constant SGD.
+constant_sgd_stationary, iterate_averaging, vem_hyperparameter
+    "Stochastic Gradient Descent as Approximate Bayesian Inference": Figures 1-2 and Table 1
+    (stationary laws against the posterior), Figures 3-5 (iterate averaging against SGLD),
+    Figure 6 (the prior precision chosen by variational EM with constant SGD).
+ess_frontier
+    The cyclical paper's Table 1 as a frontier of ESS against accuracy, over protocols.
 """
 
 from __future__ import annotations
