@@ -33,8 +33,17 @@ import numpy as np
 
 from .. import targets
 from ..sampling import sample
+from ..sweep import Cell, compute
 
-__all__ = ["PAPER_TABLE2", "PAPER_TABLE3", "SETTINGS", "SyntheticRuns", "run_synthetic"]
+__all__ = [
+    "PAPER_TABLE2",
+    "PAPER_TABLE3",
+    "SETTINGS",
+    "SyntheticRuns",
+    "run_synthetic",
+    "synthetic_cell",
+    "moments_cell",
+]
 
 #: [Rep] Table 2: (ESS SGLD, ESS SGLD+R, ESS/s SGLD, ESS/s SGLD+R)
 PAPER_TABLE2 = {"MoE": (44.3, 59.1, 51.5, 61.0), "MoG": (151.3, 169.5, 36.3, 32.5)}
@@ -88,43 +97,58 @@ def _quantity(name: str, theta: np.ndarray) -> np.ndarray:
     return np.exp(theta[..., 0]) if name == "MoE" else theta
 
 
-def run_synthetic(name: str, method: str, n_runs: int, seed: int) -> SyntheticRuns:
-    """``n_runs`` independent runs (seeds ``seed + r``) of ``"sgld"`` or ``"sgld_repulsive"``."""
+def synthetic_cell(name: str, method: str, seed: int) -> dict:
+    """One run of Tables 2-3 (a sweep cell): the estimate of ``E[X]``, its error and the ESS.
+
+    ``seconds`` (the run's sampling time, for ESS per second) is the one result that differs
+    from machine to machine; every other value is the same bits wherever the cell runs.
+    """
     import arviz as az
 
     factory, n_part, step = SETTINGS[name]
     target = factory()
     n_steps = BURN_IN + N_KEPT_STEPS
     if name == "MoE":
-        ez = target.extras["raw_moment_z"](1)
-        truth, target_var = np.array([ez]), target.extras["raw_moment_z"](2) - ez**2
+        truth = np.array([target.extras["raw_moment_z"](1)])
     else:
-        truth, target_var = np.zeros(2), float(target.second_moment[0, 0])
-    out: dict[str, list[float]] = {k: [] for k in ("error", "estimate", "pooled", "particle", "seconds")}
-    for r in range(n_runs):
-        common = dict(step_size=step, seed=seed + r, burn_in=BURN_IN, thin=THIN, progress=False)
-        if method == "sgld":
-            res = sample(target, "sgld", n_steps, n_chains=n_part, **common)
-            theta = res.posterior["theta"].values  # (L, 50, d): chains are the particles
-        else:
-            res = sample(target, method, n_steps, n_particles=n_part, normalise=False, **common)
-            theta = np.moveaxis(res.posterior["theta"].values[0], 1, 0)  # (L, 50, d)
-        q = _quantity(name, theta)
-        est = q.reshape(-1, q.shape[-1]).mean(axis=0) if q.ndim == 3 else np.array([q.mean()])
-        out["error"].append(float(np.linalg.norm(est - truth)))
-        out["estimate"].append(float(est[0]))
-        first = q[..., 0] if q.ndim == 3 else q  # (L, 50)
-        out["pooled"].append(float(az.ess(first, method="bulk")))
-        out["particle"].append(float(np.mean([az.ess(first[p][None], method="bulk") for p in range(n_part)])))
-        out["seconds"].append(float(res.attrs["sampling_time_s"]))
+        truth = np.zeros(2)
+    common = dict(step_size=step, seed=seed, burn_in=BURN_IN, thin=THIN, progress=False)
+    if method == "sgld":
+        res = sample(target, "sgld", n_steps, n_chains=n_part, **common)
+        theta = res.posterior["theta"].values  # (L, 50, d): chains are the particles
+    else:
+        res = sample(target, method, n_steps, n_particles=n_part, normalise=False, **common)
+        theta = np.moveaxis(res.posterior["theta"].values[0], 1, 0)  # (L, 50, d)
+    q = _quantity(name, theta)
+    est = q.reshape(-1, q.shape[-1]).mean(axis=0) if q.ndim == 3 else np.array([q.mean()])
+    first = q[..., 0] if q.ndim == 3 else q  # (L, 50)
+    return {
+        "error": float(np.linalg.norm(est - truth)),
+        "estimate": float(est[0]),
+        "pooled": float(az.ess(first, method="bulk")),
+        "particle": float(np.mean([az.ess(first[p][None], method="bulk") for p in range(n_part)])),
+        "seconds": float(res.attrs["sampling_time_s"]),
+    }
+
+
+def run_synthetic(name: str, method: str, n_runs: int, seed: int) -> SyntheticRuns:
+    """``n_runs`` independent runs (seeds ``seed + r``) of ``"sgld"`` or ``"sgld_repulsive"``, as sweep cells."""
+    target = SETTINGS[name][0]()
+    if name == "MoE":
+        ez = target.extras["raw_moment_z"](1)
+        target_var = target.extras["raw_moment_z"](2) - ez**2
+    else:
+        target_var = float(target.second_moment[0, 0])
+    cells = [Cell(synthetic_cell, {"name": name, "method": method}, seed + r) for r in range(n_runs)]
+    runs = compute(cells)
     return SyntheticRuns(
         name=name,
         method=method,
-        error=np.array(out["error"]),
-        estimate=np.array(out["estimate"]),
-        ess_pooled=np.array(out["pooled"]),
-        ess_particle=np.array(out["particle"]),
-        seconds=np.array(out["seconds"]),
+        error=np.array([r["error"] for r in runs], dtype=float),
+        estimate=np.array([r["estimate"] for r in runs], dtype=float),
+        ess_pooled=np.array([r["pooled"] for r in runs], dtype=float),
+        ess_particle=np.array([r["particle"] for r in runs], dtype=float),
+        seconds=np.array([r["seconds"] for r in runs], dtype=float),
         target_var=float(target_var),
     )
 
@@ -146,20 +170,25 @@ def _snapshots(name: str, method: str, n_part: int, n_steps: int, seed: int, thi
     return res.posterior["theta"].values[0]
 
 
+def moments_cell(n_part: int, method: str, n_steps: int, thin: int, seed: int) -> dict:
+    """One run of Figures 3-4 (a sweep cell): running means of ``z`` and ``z^2``, shape (2, snapshots)."""
+    z = np.exp(_snapshots("MoE", method, n_part, n_steps, seed, thin)[..., 0])  # (snapshots, L)
+    counts = np.arange(1, z.shape[0] + 1) * z.shape[1]
+    return {"estimates": np.stack([np.cumsum(z.sum(1)) / counts, np.cumsum((z**2).sum(1)) / counts])}
+
+
 def running_moments(n_part: int, method: str, n_runs: int, seed: int, n_steps: int = 1000, thin: int = 10):
     """Running estimates of ``E z`` and ``E z^2`` on the exponential mixture ([Rep] Figures 3 and 4).
 
-    For each run, the mean of ``z = exp(y)`` and of ``z^2`` over all particles of every
-    ``thin``-th snapshot up to each iteration (no burn-in: the figures show the approach). With
-    100 particles the step is a tenth of the 10-particle one (see ``_snapshots``).
-    Returns ``(iterations, estimates)`` with ``estimates`` of shape ``(n_runs, 2, snapshots)``.
+    For each run (a sweep cell, seed ``seed + r``), the mean of ``z = exp(y)`` and of ``z^2``
+    over all particles of every ``thin``-th snapshot up to each iteration (no burn-in: the
+    figures show the approach). With 100 particles the step is a tenth of the 10-particle one
+    (see ``_snapshots``). Returns ``(iterations, estimates)`` with ``estimates`` of shape
+    ``(n_runs, 2, snapshots)``.
     """
-    out = []
-    for r in range(n_runs):
-        z = np.exp(_snapshots("MoE", method, n_part, n_steps, seed + r, thin)[..., 0])  # (snapshots, L)
-        counts = np.arange(1, z.shape[0] + 1) * z.shape[1]
-        out.append(np.stack([np.cumsum(z.sum(1)) / counts, np.cumsum((z**2).sum(1)) / counts]))
-    return np.arange(thin, n_steps + 1, thin), np.array(out)
+    params = {"n_part": n_part, "method": method, "n_steps": n_steps, "thin": thin}
+    runs = compute([Cell(moments_cell, params, seed + r) for r in range(n_runs)])
+    return np.arange(thin, n_steps + 1, thin), np.array([r["estimates"] for r in runs])
 
 
 def final_particles(method: str, seed: int, n_steps: int = 1000) -> np.ndarray:
