@@ -82,6 +82,8 @@ dominates the near-zero KLs at small budgets.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -89,6 +91,7 @@ import numpy as np
 
 from .. import datasets, targets
 from ..sampling import sample
+from ..sweep import Cell, compute
 from ..targets.regression import noise_factor, per_example_gradients
 from ..theory import ou
 from ..theory.distances import gaussian_kl
@@ -212,6 +215,9 @@ class Problem:
         ``f``: the minibatch gradient of ``L`` has covariance ``f C / S``.
     exact_posterior : bool
         True for the conjugate linear model; False: the posterior is the Laplace approximation.
+    source : tuple or None
+        ``(dataset, full)`` when :func:`make_problem` built it (a sweep cell can build it again
+        in another process), None otherwise.
     hessian_spread : ndarray, shape (D^2, D^2)
         ``Psi`` of the module docs, acting on row-major ``vec(P)``.
     """
@@ -226,6 +232,7 @@ class Problem:
     noise_factor: float
     exact_posterior: bool
     hessian_spread: np.ndarray = field(repr=False)
+    source: tuple | None = None
 
     @property
     def A(self) -> np.ndarray:
@@ -319,7 +326,13 @@ def make_problem(dataset: str, full: bool = True) -> Problem:
         X, y = datasets.load(dataset, standardise=False)
         keep = np.sort(np.random.default_rng(SUBSAMPLE_SEED).choice(X.shape[0], st.quick_n, replace=False))
         target = factory(X[keep], y[keep], batch_size=st.quick_batch, prior_scale=PRIOR_SCALE)
-    return problem_from_target(target, dataset)
+    return dataclasses.replace(problem_from_target(target, dataset), source=(dataset, bool(full)))
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_problem(dataset: str, full: bool) -> Problem:
+    # a worker process builds each problem once for all its cells
+    return make_problem(dataset, full)
 
 
 # ----------------------------------------------------------------------------- the samplers
@@ -552,6 +565,39 @@ def _kl_fitted(problem: Problem, mean, cov) -> float:
     return float(gaussian_kl(mean, cov, problem.theta_star, problem.posterior_cov))
 
 
+def _chain_moments(problem: Problem, tuning: Tuning, n_steps: int, n_chains: int, seed: int, thin: int) -> dict:
+    """Each chain's mean and covariance of its kept draws (and the draws when ``thin`` > 0)."""
+    tau = relaxation_steps(problem, tuning)
+    burn = int(min(5 * tau, n_steps // 5))
+    common = {
+        "n_chains": n_chains, "init": np.tile(problem.theta_star, (n_chains, 1)), "burn_in": burn, "seed": seed,
+        "progress": False,
+    }  # fmt: skip
+    if thin <= 0:
+        mom = sample(problem.target, tuning.method, n_steps, storage="moments", **common, **tuning.options)["moments"]
+        return {
+            "means": mom["theta_mean"].values,
+            "covs": mom["theta_cov"].values,
+            "counts": mom["n_draws"].values,
+            "burn_in": burn,
+        }
+    r = sample(problem.target, tuning.method, n_steps, thin=thin, **common, **tuning.options)
+    draws = r.posterior["theta"].values
+    return {
+        "means": draws.mean(axis=1),
+        "covs": np.stack([np.cov(x.T) for x in draws]),
+        "counts": np.full(n_chains, draws.shape[1]),
+        "burn_in": burn,
+        "draws": draws,
+    }
+
+
+def method_cell(dataset: str, full: bool, label: str, n_steps: int, n_chains: int, thin: int, seed: int) -> dict:
+    """One sampler on one data set (a sweep cell): :func:`_chain_moments` of ``make_problem(dataset, full)``."""
+    problem = _cached_problem(dataset, full)
+    return _chain_moments(problem, tunings(problem)[label], n_steps, n_chains, seed, thin)
+
+
 def run_method(
     problem: Problem,
     label: str,
@@ -565,25 +611,27 @@ def run_method(
 
     Burn-in: five slowest relaxation times, at most a fifth of ``n_steps``. ``tuning``
     replaces ``tunings(problem)[label]``. A diverging chain raises
-    :class:`sgsim.sampling.DivergenceError`.
+    :class:`sgsim.sampling.DivergenceError`. A problem of :func:`make_problem` with its own
+    tuning runs as a sweep cell (:func:`method_cell`, where :func:`sgsim.sweep.executing`
+    says); any other runs here.
     """
+    own = tuning is None
     tuning = tunings(problem)[label] if tuning is None else tuning
-    tau = relaxation_steps(problem, tuning)
-    burn = int(min(5 * tau, n_steps // 5))
-    common = {
-        "n_chains": n_chains, "init": np.tile(problem.theta_star, (n_chains, 1)), "burn_in": burn, "seed": seed,
-        "progress": False,
-    }  # fmt: skip
-    draws = None
-    if thin is None:
-        mom = sample(problem.target, tuning.method, n_steps, storage="moments", **common, **tuning.options)["moments"]
-        means, covs, counts = mom["theta_mean"].values, mom["theta_cov"].values, mom["n_draws"].values
+    if problem.source is not None and own:
+        dataset, full = problem.source
+        params = dict(dataset=dataset, full=full, label=label, n_steps=int(n_steps), n_chains=int(n_chains),
+                      thin=int(thin or 0))  # fmt: skip
+        (res,) = compute([Cell(method_cell, params, int(seed))])
     else:
-        r = sample(problem.target, tuning.method, n_steps, thin=thin, **common, **tuning.options)
-        draws = r.posterior["theta"].values
-        means = draws.mean(axis=1)
-        covs = np.stack([np.cov(x.T) for x in draws])
-        counts = np.full(n_chains, draws.shape[1])
+        res = _chain_moments(problem, tuning, n_steps, n_chains, seed, int(thin or 0))
+    return _assemble(problem, label, tuning, n_steps, n_chains, seed, res)
+
+
+def _assemble(problem: Problem, label: str, tuning: Tuning, n_steps: int, n_chains: int, seed: int, res) -> MethodRun:
+    """A :class:`MethodRun` from the chains' moments of :func:`_chain_moments`."""
+    tau = relaxation_steps(problem, tuning)
+    means, covs, counts = res["means"], res["covs"], res["counts"]
+    burn, draws = int(res["burn_in"]), res.get("draws")
     mean, cov = pooled_moments(means, covs, counts)
     # jackknife over chains: the pooled fit without chain c, for each c
     loo = np.array([
@@ -632,18 +680,34 @@ def run_dataset(
     """Each sampler of ``methods`` on ``problem`` for ``budget``; run ``j`` has seed ``run_seed(seed, j)``.
 
     ``draws_per_tau`` keeps about that many draws per relaxation time (thinned) instead of
-    running moments only.
+    running moments only. For a problem of :func:`make_problem` the samplers are the cells of
+    one sweep (:func:`method_cell`), run where :func:`sgsim.sweep.executing` says.
     """
-    runs = {}
     tuned = tunings(problem)
+    plan = []
     for j, label in enumerate(methods):
         tuning = tuned[label]
         n_steps = steps_for(problem, tuning, budget)
-        thin = None
+        thin = 0
         if draws_per_tau is not None:
             thin = max(1, int(relaxation_steps(problem, tuning) / draws_per_tau))
-        runs[label] = run_method(problem, label, n_steps, budget.n_chains, run_seed(seed, j), thin, tuning)
-    return runs
+        plan.append((label, tuning, n_steps, thin, run_seed(seed, j)))
+    if problem.source is None:
+        return {
+            label: run_method(problem, label, n_steps, budget.n_chains, s, thin or None, tuning)
+            for label, tuning, n_steps, thin, s in plan
+        }
+    dataset, full = problem.source
+    cells = [
+        Cell(method_cell, dict(dataset=dataset, full=full, label=label, n_steps=n_steps, n_chains=budget.n_chains,
+                               thin=thin), s)
+        for label, _, n_steps, thin, s in plan
+    ]  # fmt: skip
+    results = compute(cells)
+    return {
+        label: _assemble(problem, label, tuning, n_steps, budget.n_chains, s, res)
+        for (label, tuning, n_steps, _, s), res in zip(plan, results, strict=True)
+    }
 
 
 def posterior_draws(problem: Problem, n: int, seed: int) -> np.ndarray:
