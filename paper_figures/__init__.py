@@ -66,7 +66,10 @@ FIGURES: tuple[FigureEntry, ...] = (
     FigureEntry("sgdvi_fig6_vem", "[SGDVI] Figure 6: the prior precision chosen by variational EM with constant SGD"),
     FigureEntry("sgdvi_figs12_covariances", "[SGDVI] Figures 1 and 2: constant SGD's covariance against the OU model"),
     FigureEntry("sgdvi_table1_kl", "[SGDVI] Table 1: KL divergence to the posterior of constant SGD, SGLD and SGFS"),
-    FigureEntry("sgdvi_figs345_iasg", "[SGDVI] Figures 3-5: iterate averaging (IASG) against SGLD, linear regression"),
+    FigureEntry(
+        "sgdvi_figs345_iasg",
+        "[SGDVI] Figures 3-5: iterate averaging (IASG) against SGLD on synthetic linear regression",
+    ),
 )
 
 
