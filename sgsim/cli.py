@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import os
 import platform
 import sys
@@ -68,7 +69,7 @@ _FLAGS = {
 def _flag_message(exc: Exception) -> str:
     """The error message of ``exc``, prefixed with the flag of the parameter it names.
 
-    sgsim's validation errors (:class:`sgsim._validate.ParameterError` and
+    sgsim's validation errors (``ParameterError`` and
     ``ParameterTypeError``) carry the offending argument's name in ``exc.parameter``; a
     parameter that no flag sets, or an error without the attribute, prints the bare message.
     """
@@ -612,6 +613,21 @@ def render_report(meta: dict, sections: list, pending: list) -> str:
     return "\n".join(lines)
 
 
+def figure_manifest(meta: dict, sections: list) -> str:
+    """The JSON of ``figures.json``: every finished figure with its section and caption.
+
+    The documentation's gallery is built from it; ``status`` says whether the run finished.
+    """
+    describe_mode = _paper_figures().describe_mode
+    figures = [
+        {"section": s.name, "title": s.title, "file": f, "caption": s.captions.get(f, "")}
+        for s in sections
+        for f in s.figures
+    ]
+    doc = {"seed": meta["seed"], "mode": describe_mode(meta["full"]), "status": meta["status"], "figures": figures}
+    return json.dumps(doc, indent=1) + "\n"
+
+
 def _cmd_reproduce(args, parser, argv) -> int:
     from .io import atomic_write_text
 
@@ -652,6 +668,7 @@ def _cmd_reproduce(args, parser, argv) -> int:
     def write() -> None:
         meta["elapsed"] = time.perf_counter() - t0
         atomic_write_text(report_path, render_report(meta, sections, pending))
+        atomic_write_text(out / "figures.json", figure_manifest(meta, sections))
 
     write()
     failed = []

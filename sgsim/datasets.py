@@ -80,7 +80,7 @@ class DatasetInfo:
     Attributes
     ----------
     name : str
-        Key of :data:`DATASETS`.
+        Key of :data:`~sgsim.datasets.DATASETS`.
     title : str
         The data set's name at its source.
     file : str
@@ -123,6 +123,7 @@ class DatasetInfo:
     substitutes: str = ""
 
 
+#: The shipped data sets, by name: what :func:`load` and the data targets accept.
 DATASETS: dict[str, DatasetInfo] = {
     "australian": DatasetInfo(
         "australian",
@@ -451,7 +452,7 @@ _LOADERS = {
 
 
 def load(name: str, standardise: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Load the shipped data set ``name`` (a key of :data:`DATASETS`)."""
+    """Load the shipped data set ``name`` (a key of :data:`~sgsim.datasets.DATASETS`)."""
     try:
         loader = _LOADERS[name]
     except (KeyError, TypeError):

@@ -31,7 +31,7 @@ Units: the per-example gradients are those of ``log p(y_i | x_i, theta)``; the p
 of each ``ell_n`` is the same for every example and cancels in ``g_1 - g_S``. ``C`` is
 therefore the paper's ``B B^T`` for the averaged loss ``L = U / N``, and the covariance of
 sgsim's minibatch gradient of ``U`` is ``N^2 C f' / S`` (``f' = (N - S)/(N - 1)`` without
-replacement; :func:`sgsim.targets.regression.minibatch_gradient_covariance`).
+replacement; ``sgsim.targets.regression.minibatch_gradient_covariance``).
 
 Eq. 22: variational EM with two SGDs
 ------------------------------------
@@ -196,7 +196,7 @@ def variational_em(
     Parameters
     ----------
     target : Target
-        A data target with minibatch gradients (:mod:`sgsim.targets.regression`); its own prior
+        A data target with minibatch gradients (:mod:`sgsim.targets`); its own prior
         precision is replaced by ``lambda_t`` at every step, its prior mean ``m`` kept.
     n_steps : int
         Steps ``t = 1 .. n_steps``.

@@ -2,7 +2,7 @@
 
 Every writer here goes through :func:`atomic_write`: the content is written to a temporary
 file in the destination's directory, flushed and ``fsync``-ed, then moved over the
-destination with :func:`os.replace` (atomic on POSIX and Windows when both paths are on the
+destination with ``os.replace`` (atomic on POSIX and Windows when both paths are on the
 same file system). A reader therefore sees either the old file or the complete new one,
 never a half-written file, and a run that is interrupted (Ctrl-C, a crash, a full disk)
 keeps everything it finished before. If the writer raises, the temporary file is removed

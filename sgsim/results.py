@@ -21,7 +21,7 @@ this module alone knows ArviZ. Groups of the result:
     ``storage="moments"`` only: ``theta_mean``, ``theta_cov`` (the running mean and covariance
     of the kept draws, per chain, and per particle for ensembles) and ``n_draws``.
 ``run_spec``
-    The arrays of the run's spec (:mod:`sgsim.spec`), when it has any.
+    The arrays of the run's spec (``sgsim.spec``), when it has any.
 
 ArviZ 1.x (DataTree) needs Python >= 3.12; this module uses the 0.2x constructor, and the
 conversion is the body of :func:`to_inference_data` alone.
@@ -37,6 +37,7 @@ import numpy as np
 
 __all__ = ["RunOutput", "to_inference_data", "STORAGE_MODES", "storage_mode"]
 
+#: What a run can keep: every (thinned) draw, the final state, or running moments.
 STORAGE_MODES = ("draws", "final", "moments")
 
 
@@ -47,7 +48,7 @@ class RunOutput:
     Attributes
     ----------
     storage : str
-        One of :data:`STORAGE_MODES`.
+        One of :data:`~sgsim.results.STORAGE_MODES`.
     theta : ndarray or None
         Kept draws, ``(chains, draws, d)`` or ``(chains, draws, particles, d)``; None for moments.
     draw_stats : dict

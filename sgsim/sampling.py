@@ -5,7 +5,7 @@ Replicas
 A run advances ``n_chains`` replicas. For an algorithm with independent chains (SGLD,
 SGHMC) a replica is one chain; for an interacting one (SVGD) it is an ensemble of
 ``n_particles`` particles that step together. Every replica draws from its own streams
-(:mod:`sgsim.rng`: ``(seed, chain)`` for a chain, ``(seed, replica, particle)`` for a
+(``sgsim.rng``: ``(seed, chain)`` for a chain, ``(seed, replica, particle)`` for a
 particle), so its bits do not depend on how many replicas run, nor on how many threads.
 
 How a run is executed
@@ -666,7 +666,7 @@ def sample(
         A registered method (``sgsim.METHODS``): ``"sgld"``, ``"sghmc"``, ``"csgld"``,
         ``"csghmc"``, ``"svgd"``, ``"sgld_repulsive"``, the constant-SGD family ``"sgd"``,
         ``"momentum_sgd"``, ``"sgld_wt"``, ``"sgfs"``, ``"iasg"`` (learning rate on the
-        averaged loss ``U / N``; see :mod:`sgsim.integrators.constant_sgd`), ...
+        averaged loss ``U / N``; see :ref:`theory-sgdvi-samplers`), ...
     n_steps : int
         Number of steps ``K``; may be omitted when ``schedule`` is given.
     n_chains : int
@@ -677,7 +677,7 @@ def sample(
     seed : int or None
         Non-negative seed; ``None`` draws fresh entropy. The seed used is recorded in
         ``result.attrs["seed"]``. Chain ``c`` gives the same bits whatever ``n_chains`` and
-        ``n_threads`` are (see :mod:`sgsim.rng`).
+        ``n_threads`` are (see ``sgsim.rng``).
     init : array_like, optional
         Initial positions: shape ``(d,)`` or ``(n_chains, d)`` for chains, ``(n_particles, d)``
         or ``(n_chains, n_particles, d)`` for ensembles; finite. By default each chain (or

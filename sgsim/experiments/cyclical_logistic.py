@@ -27,7 +27,7 @@ Our choices (:class:`Settings`), fixed before looking at any ESS and never tuned
   at most half the injected variance along the noisiest direction (THEORY A1/A2: the
   noise correction is feasible while ``alpha V <= 2 eta T``; we take half of that bound).
   So ``alpha = 1 / lambda_max(V)`` for SGLD and ``alpha = eta / lambda_max(V)`` for SGHMC,
-  with ``V = N^2 (C/n) (N-n)/(N-1)`` at the MAP (:func:`~sgsim.targets.regression.minibatch_gradient_covariance`).
+  with ``V = N^2 (C/n) (N-n)/(N-1)`` at the MAP (``minibatch_gradient_covariance``).
   The cyclical methods get ``alpha_0 = 2 alpha K / (K + M)``: the same total step
   ``sum_k alpha_k`` ("diffusion time", [cSG] §4; THEORY A3) as their constant-step baseline.
 * **SGHMC**: friction ``eta = 0.1`` (sgsim's default), ``gamma_hat = 0``, ``v_0 = 0``.

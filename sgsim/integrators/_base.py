@@ -43,7 +43,7 @@ class Option:
     """One option of an algorithm: its default, its check, and what it means.
 
     ``check(name, value)`` returns the value converted to its canonical type, or raises a
-    :class:`~sgsim._validate.ParameterError` / ``ParameterTypeError`` naming ``name``.
+    ``ParameterError`` / ``ParameterTypeError`` naming ``name``.
     """
 
     default: Any
@@ -72,7 +72,7 @@ class Algorithm:
     units : str
         The step-size convention, in words.
     step : compiled function or tuple
-        The step (see :mod:`sgsim.integrators._loop` for the signatures): for independent
+        The step (see ``sgsim.integrators._loop`` for the signatures): for independent
         chains the pair ``(move, update)`` around the gradient, for ensembles one function.
     constants : callable
         ``constants(options) -> tuple``: the numbers the step reads from ``consts``.
@@ -84,7 +84,7 @@ class Algorithm:
         target; runs after each option's own check.
     init : callable, optional
         ``init(theta0, given, options) -> tuple of arrays``: the initial state, one array per
-        name of :attr:`state`, from the initial positions ``theta0`` (leading axes: replicas,
+        name of ``state``, from the initial positions ``theta0`` (leading axes: replicas,
         and particles) and the initial values the caller gave for other state arrays
         (``given``, e.g. ``{"velocity": v0}``). When omitted, the other arrays start at their
         given value or at zero (:meth:`initial_state`).
@@ -93,7 +93,7 @@ class Algorithm:
     stats : tuple of str
         Per-step statistics the step writes (stored with each kept draw of an ensemble).
     outputs : tuple of str
-        The state array kept as draws: ``("theta",)``, or another of :attr:`state` (IASG keeps
+        The state array kept as draws: ``("theta",)``, or another of ``state`` (IASG keeps
         its running average); every state array's final value is kept. Independent chains only.
     pair_shape : callable
         ``pair_shape(n_particles, options) -> (rows, cols)``: the shape of the buffer an
@@ -136,11 +136,11 @@ class Algorithm:
 
     @property
     def kept_row(self) -> int:
-        """Index in :attr:`state` of the array kept as draws (``outputs[0]``)."""
+        """Index in ``state`` of the array kept as draws (``outputs[0]``)."""
         return self.state.index(self.outputs[0])
 
     def initial_state(self, theta0: np.ndarray, given: dict, options: dict) -> tuple:
-        """The initial state arrays (see :attr:`init`)."""
+        """The initial state arrays (see ``init``)."""
         if self.init is not None:
             return tuple(self.init(theta0, given, options))
         rest = [given[n] if given.get(n) is not None else np.zeros_like(theta0) for n in self.state[1:]]
@@ -148,7 +148,7 @@ class Algorithm:
 
     def validate(self, given: dict, target, **common) -> dict:
         """Check ``given`` options, fill in defaults, add the sampler's ``common`` options
-        (``noise_correction``), then run :attr:`check`.
+        (``noise_correction``), then run ``check``.
         """
         out = {}
         for name, opt in self.options.items():

@@ -50,11 +50,11 @@ Stability. On a Gaussian target of known precision (``ou_quadratic``, ``linear_g
 a rate beyond the stability limit of the recursion (``epsilon lambda_max(H A) < 2`` for SGD,
 SGFS and IASG; ``< 2 (2 - mu)`` for momentum; ``epsilon lambda_max(P) < 4`` on ``P`` the
 precision of ``U``, for ``sgld_wt``) makes its iterates diverge with probability one: it is
-refused with a :class:`~sgsim._validate.ParameterError` naming ``step_size`` before any work.
+refused with a ``ParameterError`` naming ``step_size`` before any work.
 On other targets a diverging chain is reported by the divergence check.
 
 The exact discrete-time stationary covariances and laws of these recursions are in
-:mod:`sgsim.theory.ou` and :mod:`sgsim.theory.exact_law` (same units); the tests check every
+:mod:`sgsim.theory.ou` and :mod:`sgsim.theory` (same units); the tests check every
 method against them.
 """
 

@@ -46,7 +46,7 @@ Learning" applied to this step.
 
 The noise factor: ``C_K`` is the Cholesky factor of ``K``, computed afresh at every noisy step
 by LAPACK through numba, with BLAS held to one thread for the run (a threaded factorisation's
-bits depend on its thread count; see :attr:`~sgsim.integrators.Algorithm.serial_blas`).
+bits depend on its thread count; see ``Algorithm.serial_blas``).
 ``K`` is positive definite for distinct particles, but numerically singular when particles
 nearly coincide or the bandwidth dwarfs their spread; then ``K + delta I`` is factored with
 the smallest ``delta`` in ``1e-10, 1e-9, ..., 1e-4`` that works, which adds independent noise

@@ -38,6 +38,7 @@ __all__ = [
     "softmax_regression",
 ]
 
+#: The built-in synthetic and data targets by name, as ``sgsim run --target`` lists them.
 TARGETS = {
     "mixture_25": mixture_25,
     "mixture_3x3": mixture_3x3,

@@ -25,7 +25,7 @@ class TargetExtras(TypedDict, total=False):
 
     Gaussian mixtures: ``weights``, ``variance``. Mixture of exponentials: ``rates``,
     ``weights``, ``raw_moment_z`` (``n -> E[z^n]``). Linear-Gaussian: ``precision``, ``shift``,
-    ``covariance``. Data-backed targets: ``family`` (the :class:`~sgsim.targets.regression.Likelihood`),
+    ``covariance``. Data-backed targets: ``family`` (the ``Likelihood`` of ``sgsim.targets.regression``),
     ``likelihood``, ``X``, ``y``, ``n_data``, ``batch_size``, ``replace``, ``noise_factor``,
     ``prior_mean``, ``prior_precision``, ``lik_params``, ``stochastic_gradient`` (in words);
     the regression factories add ``standardised``, ``intercept``, ``prior_scale``, ``feature_mean``,
@@ -71,7 +71,7 @@ class TargetSpec:
     Attributes
     ----------
     factory : str
-        A key of :data:`FACTORIES` (``"mixture_25"``, ``"logistic_regression"``, ...).
+        A key of :data:`~sgsim.targets.FACTORIES` (``"mixture_25"``, ``"logistic_regression"``, ...).
     kwargs : dict
         The factory's arguments, all of them (defaults filled in); arrays stay arrays.
     modifiers : tuple
@@ -149,7 +149,7 @@ class Target:
         A genuinely stochastic gradient (e.g. a minibatch gradient),
         ``stochastic_grad_u(theta, params, out, rng, work)``: writes an unbiased estimate of
         ``grad U(theta)`` into ``out``, drawing its random numbers from ``rng`` (the chain's
-        stream state, drawn from with :mod:`sgsim.rng`'s compiled functions such as
+        stream state, drawn from with ``sgsim.rng``'s compiled functions such as
         ``sgsim.rng.integers(rng, 0, n)``) and keeping per-chain state in ``work``. It must not
         allocate.
         When set, the samplers call it instead of ``grad_u`` at every step; ``grad_u`` stays
@@ -236,7 +236,7 @@ class Target:
             check_functions(self)
 
     def new_workspace(self) -> np.ndarray:
-        """A fresh copy of :attr:`workspace`: the per-chain buffer of ``stochastic_grad_u``."""
+        """A fresh copy of ``workspace``: the per-chain buffer of ``stochastic_grad_u``."""
         return self.workspace.copy()
 
     def check_workspace(self, work) -> np.ndarray:

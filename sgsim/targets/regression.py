@@ -20,7 +20,7 @@ uniform) or without (a uniform ``n``-subset). Its covariance is
 ``N^2 (C / n) f`` with ``C = (1/N) sum_i (g_i - g_bar)(g_i - g_bar)^T`` the per-example
 covariance of ``g_i = grad log p(y_i | x_i, theta)`` and ``f = 1`` with replacement,
 ``f = (N - n) / (N - 1)`` without ([external], THEORY section 0):
-:func:`minibatch_gradient_covariance`.
+``minibatch_gradient_covariance``.
 
 How it is built
 ---------------
@@ -111,7 +111,7 @@ class Likelihood:
         ``n_params(p, lik) -> int``, the length of ``theta`` for ``p`` columns of ``X``;
         ``p`` when omitted (one coefficient per column).
     check : callable, optional
-        ``check(y, lik)`` raises a :class:`~sgsim._validate.ParameterError` naming ``y`` or
+        ``check(y, lik)`` raises a ``ParameterError`` naming ``y`` or
         ``lik_params`` if the responses or the constants do not suit the family (e.g. a class
         label that would index outside ``theta``); called by :func:`data_target`.
     """
@@ -377,7 +377,7 @@ def data_target(
     Parameters
     ----------
     likelihood : Likelihood
-        The per-example family (e.g. :data:`LOGISTIC`).
+        The per-example family (e.g. ``LOGISTIC``).
     X : array_like, shape (N, d)
         Design matrix, used as given (see :func:`logistic_regression` for standardising and
         the intercept).
@@ -559,7 +559,7 @@ def logistic_regression(
     replace : bool
         Minibatches with replacement (default: without).
     standardise : bool
-        Rescale each feature to mean 0 and sd 1 (:func:`standardise_features`) first; the
+        Rescale each feature to mean 0 and sd 1 (:func:`~sgsim.datasets.standardise_features`) first; the
         means and scales are kept in ``extras``.
     intercept : bool
         Prepend a column of ones, so ``theta[0]`` is the intercept and ``dim = p + 1``.
@@ -672,7 +672,7 @@ def linear_regression(
     replace : bool
         Minibatches with replacement (default: without).
     standardise : bool
-        Rescale each feature to mean 0 and sd 1 (:func:`standardise_features`) first; the
+        Rescale each feature to mean 0 and sd 1 (:func:`~sgsim.datasets.standardise_features`) first; the
         means and scales are kept in ``extras``.
     intercept : bool
         Prepend a column of ones, so ``theta[0]`` is the intercept and ``dim = p + 1``.
@@ -758,7 +758,7 @@ def softmax_regression(
     replace : bool
         Minibatches with replacement (default: without).
     standardise : bool
-        Rescale each feature to mean 0 and sd 1 (:func:`standardise_features`) first; the
+        Rescale each feature to mean 0 and sd 1 (:func:`~sgsim.datasets.standardise_features`) first; the
         means and scales are kept in ``extras``.
     intercept : bool
         Prepend a column of ones, so ``theta[:K]`` holds the intercepts and ``dim = (p + 1) K``.

@@ -192,9 +192,9 @@ def operator(g: Grid, drift, diffusion) -> sp.csr_matrix:
     ----------
     g : Grid
         The grid; ``q`` is a flattened (C order) array of its nodes' values.
-    drift : array_like, shape (dim, *g.shape)
+    drift : array_like, shape ``(dim, *g.shape)``
         ``mu_i`` at every node.
-    diffusion : array_like, shape (dim, dim, *g.shape)
+    diffusion : array_like, shape ``(dim, dim, *g.shape)``
         ``D_ij`` at every node (symmetric positive semidefinite; zero for a deterministic flow).
 
     Returns
@@ -317,7 +317,7 @@ def evolve(g: Grid, diffusion, log_target, q0, times: Sequence[float], dt: float
     ----------
     g : Grid
         1-D or 2-D.
-    diffusion : array_like, shape (dim, dim, *g.shape)
+    diffusion : array_like, shape ``(dim, dim, *g.shape)``
         ``D`` at the nodes.
     log_target : array_like, shape g.shape
         ``log pi`` at the nodes, up to a constant.
@@ -330,7 +330,7 @@ def evolve(g: Grid, diffusion, log_target, q0, times: Sequence[float], dt: float
 
     Returns
     -------
-    ndarray, shape (len(times), *g.shape)
+    ndarray, shape ``(len(times), *g.shape)``
         ``q`` at each time, each normalised (sum times cell volume = 1).
     """
     dd = np.asarray(diffusion, float)
