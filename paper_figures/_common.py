@@ -41,6 +41,10 @@ class Section:
         The body: text and a ``quantity | paper value | ours | note`` table.
     figures : list of str
         PNG file names, relative to the output directory.
+    captions : dict of str to str
+        A caption for each file of ``figures``: what is drawn and what to look at, in a few
+        sentences of Markdown (``$...$`` for mathematics). The documentation's gallery shows
+        each figure with its caption and refuses a figure without one.
     elapsed_s : float
         Wall time of the script, compilation included.
     """
@@ -49,6 +53,7 @@ class Section:
     title: str
     markdown: str
     figures: list[str] = field(default_factory=list)
+    captions: dict[str, str] = field(default_factory=dict)
     elapsed_s: float = 0.0
 
 
