@@ -16,21 +16,21 @@
 # The theorem ([cSG] eqs. 5-6, Appendix C; Theorem 2 of the ICLR version) bounds the
 # 2-Wasserstein distance between the law of the K-th iterate and the target, for cSGLD
 # (cosine cyclical step sizes) and for SGLD with `h_k = h_0 / k`. On a Gaussian target the
-# law of every iterate is Gaussian and known exactly (THEORY F1), so the distance can be
+# law of every iterate is Gaussian and known exactly ({ref}`theory-exact-sgld`), so the distance can be
 # computed in closed form (F8) **with no Monte Carlo**, and every constant of the bound can
-# be computed (THEORY D4). This notebook shows:
+# be computed ({ref}`theory-bound-remarks`). This notebook shows:
 #
 # 1. the exact W2 to the target over iterations, cSGLD against SGLD at equal K;
 # 2. the bound of Theorem 1 with computable constants, above the exact W2 at every step,
-#    and how loose it is (it grows with K at fixed `alpha_0`: THEORY D4, erratum H6);
+#    and how loose it is (it grows with K at fixed `alpha_0`: {ref}`theory-bound-remarks`, {ref}`erratum-bound-grows`);
 # 3. the diffusion-time argument of [cSG] Section 4 (`h_0` matching and the ratio
 #    `pi^2 K / (9 H_K^2)`);
-# 4. the weak-convergence rates of the ICLR version's Theorem 1 (THEORY D5, reconstructed),
+# 4. the weak-convergence rates of the ICLR version's Theorem 1 ({ref}`theory-weak-convergence`, reconstructed),
 #    fitted on an exact computation of the bias and MSE of a sample average.
 #
 # Every key claim is an `assert`, so the notebook fails in CI if it stops holding.
 #
-# **Configuration (THEORY D4)**, stated in full:
+# **Configuration ({ref}`theory-bound-remarks`)**, stated in full:
 #
 # | | |
 # |---|---|
@@ -82,7 +82,7 @@ SCHEDULES = {
 # %% [markdown]
 # ## 1. Exact W2 to the target over iterations
 #
-# `sgld_law` propagates the mean and covariance of every iterate (THEORY F1); `gaussian_w2`
+# `sgld_law` propagates the mean and covariance of every iterate ({ref}`theory-exact-sgld`); `gaussian_w2`
 # is the closed form of F8.
 
 # %%
@@ -103,8 +103,8 @@ for name, w in w2.items():
 
 # %% [markdown]
 # At equal K the cyclical schedule ends far closer to the target than either decreasing
-# schedule: THEORY D4's independent re-run reports 0.0130, 3.48 and 0.61 for this
-# configuration (an illustration, not a regression target). Within each cycle the distance
+# schedule: an independent re-run made when this check was designed gave 0.0130, 3.48 and 0.61 for
+# this configuration (an illustration, not a regression target). Within each cycle the distance
 # falls as the step size shrinks; the restarts at large steps raise it again briefly.
 
 # %%
@@ -115,12 +115,12 @@ assert final["cSGLD alpha0=0.2"] < 0.05 * final["SGLD h0=1"]
 # %% [markdown]
 # ## 2. The bound of Theorem 1 with computable constants
 #
-# For `U = theta^T P theta / 2 - c^T theta` (THEORY D4): `L_U = lambda_max(P)`,
+# For `U = theta^T P theta / 2 - c^T theta` ({ref}`theory-bound-remarks`): `L_U = lambda_max(P)`,
 # `B = ||c||`, `kappa_0` from D1, dissipativity `m_U = lambda_min(P)` and a tiny `b_U > 0`
 # (here `c = 0`), `C_3 = W2(mu_0, target)` and `C_4 = 1/lambda_min(P)` (strong convexity).
 # With gradient noise `V`, Assumption 2 (iv) holds with `sigma = 1/2` once
-# `B^2 >= tr V / (2 sigma)`. The bound uses the exact schedule sums (erratum H2) and the
-# appendix's prefactor `(12 + C_2 S)^(1/2)` (erratum H3).
+# `B^2 >= tr V / (2 sigma)`. The bound uses the exact schedule sums ({ref}`erratum-step-sums`) and the
+# appendix's prefactor `(12 + C_2 S)^(1/2)` ({ref}`erratum-bound-prefactor`).
 
 # %%
 consts = {
@@ -160,9 +160,9 @@ for name, w in w2.items():
 
 # %% [markdown]
 # The bound holds at every step, for both constant sets and for the three prefactor
-# variants of erratum H3 (main text `c_p = 6`, appendix `c_p = 12`, Raginsky et al.'s factor
+# variants of {ref}`erratum-bound-prefactor` (main text `c_p = 6`, appendix `c_p = 12`, Raginsky et al.'s factor
 # 8 on the time term). So does each piece of the split, against its exact value with
-# `nu_S` the exact Langevin law at the diffusion time `S = sum alpha_k` (THEORY F7):
+# `nu_S` the exact Langevin law at the diffusion time `S = sum alpha_k` ({ref}`theory-langevin-law`):
 # `KL(mu_k || nu_S)`, `W2(mu_k, nu_S)` and `W2(nu_S, nu_inf)`.
 
 # %%
@@ -188,7 +188,7 @@ print("bound >= exact W2 at every step: all schedules, both constant sets, three
 # with `C_1 = 6 L_U^2 (C_0 + d)` in the hundreds (it carries `kappa_0 = 51`, the exponential
 # moment of a start at distance 7 from the mode). The exact `KL(mu_K || nu_S)` is 8e-5.
 #
-# **It grows with K at fixed `alpha_0`** (THEORY D4, erratum H6): both KL terms are
+# **It grows with K at fixed `alpha_0`** ({ref}`theory-bound-remarks`, {ref}`erratum-bound-grows`): both KL terms are
 # proportional to K, so the cSGLD bound grows like K, while the SGLD bound grows like
 # `log K`. The exact W2 does not grow. The theorem compares the two schedules at equal K; it
 # does not say that the bound tends to 0.
@@ -274,11 +274,11 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# ## 4. Weak convergence (ICLR Theorem 1; THEORY D5, reconstructed)
+# ## 4. Weak convergence (ICLR Theorem 1; {ref}`theory-weak-convergence`, reconstructed)
 #
 # The ICLR version bounds the bias and MSE of a sample average `phi_hat` of a test function
 # by `Bias = O(1/(alpha_0 K) + alpha_0)` and `MSE = O(1/(alpha_0 K) + alpha_0^2)` (the
-# extraction lost the formulas; THEORY D5 rebuilds them from Chen, Ding & Carin 2015).
+# extraction lost the formulas; {ref}`theory-weak-convergence` rebuilds them from Chen, Ding & Carin 2015).
 #
 # Exact check: target `N(0, 1)` (`U = x^2/2`), start at the point `x_0 = 3`, test function
 # `phi(x) = x^2` (`phi_bar = 1`), `M = K / 100` cycles, no gradient noise, temperature 1,
@@ -287,7 +287,7 @@ plt.show()
 # `Var phi_hat` are exact:
 #
 # - `m_k, v_k` from `sgld_law`;
-# - `Cov(x_i, x_j) = (prod_{k=i+1}^j f_k) v_i` for `j > i`, `f_k = 1 - alpha_k` (THEORY F6);
+# - `Cov(x_i, x_j) = (prod_{k=i+1}^j f_k) v_i` for `j > i`, `f_k = 1 - alpha_k` ({ref}`theory-time-averages`);
 # - Isserlis: `Cov(x_i^2, x_j^2) = 2 c_ij^2 + 4 m_i m_j c_ij`.
 #
 # The double sum `sum_ij w_i w_j Cov(x_i^2, x_j^2)` is accumulated in O(K) with
@@ -368,8 +368,8 @@ for weighted, label in ((1.0, "weighted"), (0.0, "unweighted")):
 # `int_0^inf (E x_t^2 - 1) dt / S = 4 / (alpha_0 K / 2) = 8 / (alpha_0 K)` (the Langevin
 # diffusion from `x_0 = 3` has `E x_t^2 - 1 = 8 e^{-2t}`), and SGLD's stationary variance
 # `1 / (1 - alpha/2)` gives the bias `alpha/2` per step, `sum alpha^2 / (2 sum alpha) = 3 alpha_0 / 8`
-# on average. THEORY I (D-3) reports `7.4/(alpha_0 K) + 0.43 alpha_0` (max residual 11 %) on
-# a grid it did not record; the constants here depend on the grid at the 10 % level (the
+# on average. An independent fit made when this check was designed gave `7.4/(alpha_0 K) + 0.43 alpha_0`
+# (max residual 11 %) on a grid it did not record; the constants here depend on the grid at the 10 % level (the
 # two other grids of 20 pairs below give 7.6 and 7.2, 0.38 and 0.42). The form and the order of the
 # constants are reproduced; the exact digits are not a property of the sampler. The MSE
 # fits the form `d_1/(alpha_0 K) + d_2 alpha_0^2` less tightly (max residual about 20 %).

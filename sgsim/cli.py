@@ -172,7 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--grad-noise", type=float, metavar="V", help="emulate stochastic gradients: add N(0, V I) noise to grad U"
     )
     run.add_argument(
-        "--noise-correction", action="store_true", help="reduce the injected noise by the gradient noise (THEORY A1)"
+        "--noise-correction",
+        action="store_true",
+        help="subtract the gradient noise from the injected noise so that their sum has the variance Langevin needs",
     )
     run.add_argument(
         "--n-particles",
@@ -597,7 +599,7 @@ def render_report(meta: dict, sections: list, pending: list) -> str:
         "",
         'Zhang, Li, Zhang, Chen and Wilson, "Cyclical Stochastic Gradient MCMC for Bayesian Deep Learning". '
         "Each section compares our numbers with the published ones and explains the differences; nothing "
-        "is tuned toward the paper (formula sheet and errata: THEORY.md).",
+        "is tuned toward the paper (the formulas and the papers' errata: the Theory pages of the documentation).",
         "",
         "| | |",
         "|---|---|",

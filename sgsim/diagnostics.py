@@ -150,7 +150,7 @@ def ball_probability(radius: float, sd: float, dim: int = 2) -> float:
     """``P(|x - mu| < r)`` for ``x ~ N(mu, sd^2 I_dim)``: the chi-square CDF at ``(r/sd)^2``.
 
     In 2-D this is ``1 - exp(-r^2 / (2 sd^2))``: 0.64713 for ``r = 0.25``, ``sd^2 = 0.03``
-    (THEORY B1).
+    (:ref:`theory-mixture-25`).
     """
     radius = positive_float("radius", radius)
     sd = positive_float("sd", sd)
@@ -162,7 +162,7 @@ def expected_mode_coverage(n_draws: int, n_modes: int, ball_prob: float, thresho
     """Mean and standard deviation of the mode coverage of ``n_draws`` exact iid draws.
 
     For an equal-weight mixture with well separated modes each mode's count is
-    ``Binomial(n, p/n_modes)`` with ``p`` the ball probability (THEORY B1); the counts
+    ``Binomial(n, p/n_modes)`` with ``p`` the ball probability (:ref:`theory-mixture-25`); the counts
     are multinomial, and the standard deviation accounts for their negative correlation.
     On the 25-Gaussian mixture the mean is 0.00 at n = 2500, 24.90 at 5000, 25.00 at 50000.
 
@@ -275,7 +275,7 @@ def cycle_weights(log_likelihood, cycle, method: str = "harmonic") -> np.ndarray
     ``log K_m - logsumexp_j(-log p(D|theta_j))`` and normalised. ``equal``: ``1/M`` each,
     the paper's practice for deep networks.
 
-    Caveat (THEORY A4, derived there and checked numerically): for exact draws from the
+    Caveat (:ref:`theory-cycle-weights`, derived there and checked numerically): for exact draws from the
     sub-posterior of a region ``Theta_m``, ``E[1/p(D|theta)] = Pi(Theta_m) / (w_m p(D))`` with
     ``Pi`` the *prior*; the normalised harmonic-mean weights therefore estimate
     ``w_m / Pi(Theta_m)`` (renormalised), not ``w_m``, and agree only when every region has

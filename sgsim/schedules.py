@@ -1,4 +1,4 @@
-"""Step-size, temperature and stage sequences ([cSG] eqs. 1-2, Algorithm 1; THEORY A3).
+"""Step-size, temperature and stage sequences ([cSG] eqs. 1-2, Algorithm 1; :ref:`theory-schedules`).
 
 A :class:`Schedule` holds, for every step ``k = 1..K`` (stored 0-based), the step size
 ``alpha_k``, the temperature ``T_k``, the stage (0 = exploration, 1 = sampling) and the
@@ -7,7 +7,7 @@ cycle index, plus ``collect``: whether the draw after step ``k`` belongs to the 
 precomputed, so the kernels never evaluate a schedule.
 
 Step sizes follow the cyclical paper's convention: the drift is ``alpha_k grad U`` and the
-injected noise variance ``2 alpha_k T_k`` (THEORY section 0).
+injected noise variance ``2 alpha_k T_k`` (:ref:`theory-conventions`).
 """
 
 from __future__ import annotations
@@ -337,7 +337,7 @@ def exploration_steps(length: int, explore_fraction: float) -> int:
     ``j < beta L_c``; so the count is ``ceil(beta L_c)``. ``beta L_c`` is computed in floating
     point (``0.55 * 100`` is 55.000000000000007), so a relative slack of 1e-9 is taken before
     the ceiling. This is the only place that decides the stage: the schedule, the
-    integrators and the tests all call it (THEORY A3).
+    integrators and the tests all call it (:ref:`theory-schedules`).
     """
     x = float(explore_fraction) * int(length)
     return int(math.ceil(x - 1e-9 * max(1.0, x)))
@@ -358,7 +358,7 @@ def cyclical(
     ``L_c = ceil(K/M)``. Steps with ``r(k) < beta`` explore at temperature 0 (plain SGD, or
     momentum SGD for SGHMC); the others sample at ``temperature``. The paper writes
     ``r(k) > beta`` for sampling; ``r(k) >= beta`` is used so that the stages partition each
-    cycle (THEORY A3).
+    cycle (:ref:`theory-schedules`).
 
     The argument order is that of :func:`constant`: step size, ``n_steps``, then keywords
     (``cyclical(0.5, 50_000, n_cycles=30, explore_fraction=0.25)``).

@@ -1,4 +1,4 @@
-"""The one statistical assertion used by every Monte Carlo test (THEORY G).
+"""The one statistical assertion used by every Monte Carlo test (docs: theory-tolerances).
 
 ``assert_within_se`` checks ``|estimate - truth| <= z * se + bias`` elementwise;
 ``check_gaussian_law`` applies it to the mean, variances and covariances of replicas. Each
@@ -61,6 +61,6 @@ def check_gaussian_law(x, mean, cov, what, z=5.0):
     # sample variance of R iid Gaussian draws: SE = Sigma_ii sqrt(2 / (R - 1))
     assert_within_se(np.diag(c), var, var * np.sqrt(2 / (n - 1)), z=z, what=f"{what}: variance")
     i, j = np.triu_indices(d, 1)
-    # sample covariance: Var(S_ij) = (Sigma_ij^2 + Sigma_ii Sigma_jj) / R (THEORY G)
+    # sample covariance: Var(S_ij) = (Sigma_ij^2 + Sigma_ii Sigma_jj) / R (docs: theory-tolerances)
     se = np.sqrt((cov[i, j] ** 2 + var[i] * var[j]) / n)
     assert_within_se(c[i, j], cov[i, j], se, z=z, what=f"{what}: covariance")

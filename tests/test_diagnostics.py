@@ -1,5 +1,5 @@
-"""Diagnostics on draws with known laws: mode coverage against the binomial oracle (THEORY B1),
-moment errors, ESS/R-hat through ArviZ, and the cycle weights of [cSG] eq. 4 (THEORY A4)."""
+"""Diagnostics on draws with known laws: mode coverage against the binomial oracle (docs: theory-mixture-25),
+moment errors, ESS/R-hat through ArviZ, and the cycle weights of [cSG] eq. 4 (docs: theory-cycle-weights)."""
 
 import math
 
@@ -215,7 +215,7 @@ def _hm_log_ratio(ll0, ll1):
 
 @pytest.mark.parametrize("lo, hi, seed", [(-3.0, 3.0, 9), (-1.0, 3.0, 10)])
 def test_harmonic_weights_estimate_w_over_prior_mass(lo, hi, seed):
-    # THEORY A4: uniform prior on [lo, hi], regions split at 0; with exact draws per region the
+    # docs: theory-cycle-weights: uniform prior on [lo, hi], regions split at 0; with exact draws per region the
     # normalised harmonic-mean weights estimate w_m / Pi(Theta_m), which is w_m only when the
     # prior is symmetric about the split
     rng, n = np.random.default_rng(seed), 2000

@@ -1,5 +1,5 @@
 """Data-backed targets (sgsim.targets.regression): exact gradient against finite differences
-and the NumPy oracle, the minibatch gradient's law (THEORY section 0), the kernels driven
+and the NumPy oracle, the minibatch gradient's law (docs: theory-conventions), the kernels driven
 by it against the oracle given the same indices and normals, and reproducibility; the
 linear family's exact posterior and the softmax family's stability and label checks."""
 
@@ -144,7 +144,7 @@ def test_the_machinery_takes_another_likelihood():
     assert t.stochastic_gradient(theta, np.random.default_rng(0), 3).shape == (3, 3)
 
 
-# ----------------------------------------------------------------------------- minibatch law (THEORY 0)
+# ----------------------------------------------------------------------------- minibatch law (docs: theory-conventions)
 
 
 def _moments(draws):

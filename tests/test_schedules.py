@@ -1,4 +1,4 @@
-"""Step-size, temperature and stage sequences (THEORY A3): deterministic checks."""
+"""Step-size, temperature and stage sequences (docs: theory-schedules): deterministic checks."""
 
 import math
 
@@ -36,7 +36,7 @@ def test_exact_sums_of_the_cyclical_schedule(alpha0, m, k):
     alpha = cyclical(alpha0, k, n_cycles=m).step_size
     assert theory.cyclical_sum(alpha0, m, k) == pytest.approx(np.sum(alpha), rel=1e-12)
     assert theory.cyclical_sum_squares(alpha0, m, k) == pytest.approx(np.sum(alpha**2), rel=1e-12)
-    # the paper's K alpha_0 / 2 and 3 K alpha_0^2 / 8 drop alpha_0 M / 2 and alpha_0^2 M / 2 (erratum H2)
+    # the paper's K alpha_0 / 2 and 3 K alpha_0^2 / 8 drop alpha_0 M / 2 and alpha_0^2 M / 2 (docs: erratum-step-sums)
     assert np.sum(alpha) - k * alpha0 / 2 == pytest.approx(alpha0 * m / 2, rel=1e-9)
 
 
@@ -72,7 +72,7 @@ def test_stage_counts_per_cycle(length, beta, n_explore):
 
 
 def test_exploration_count_is_exact_where_floating_point_is_not():
-    assert math.ceil(0.55 * 100) == 56  # the naive rule is off by one here (THEORY A3)
+    assert math.ceil(0.55 * 100) == 56  # the naive rule is off by one here (docs: theory-schedules)
     assert exploration_steps(100, 0.55) == 55
     assert exploration_steps(100, 0.56) == 56
     assert exploration_steps(3, 0.999) == 3

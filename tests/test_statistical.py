@@ -1,4 +1,6 @@
-"""Monte Carlo tests of the samplers against exact discrete-time laws (THEORY A1, A2, F1, F5, G).
+"""Monte Carlo tests of the samplers against exact discrete-time laws.
+
+docs: theory-sgld, theory-sghmc, theory-exact-sgld, theory-exact-sghmc, theory-tolerances.
 
 Design: R independent chains of ``sgsim.sample`` (replicas, not one autocorrelated chain),
 compared at fixed steps with the exact law of the iterate at that step, so the bias term is

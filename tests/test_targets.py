@@ -1,5 +1,9 @@
-"""Targets (THEORY B1-B5): compiled gradients and log densities against the NumPy oracle,
-finite differences and quadrature; exact moments against the exact samplers."""
+"""Targets: compiled gradients and log densities against the NumPy oracle, finite differences and
+quadrature; exact moments against the exact samplers.
+
+docs: theory-mixture-25, theory-mixture-3x3, theory-exponential-mixture, theory-standard-gaussian,
+theory-linear-gaussian.
+"""
 
 import math
 from dataclasses import replace

@@ -1,4 +1,7 @@
-"""[cSG] Theorem 1 bound terms, constants, diffusion-time argument and D5 order terms (THEORY D1-D5)."""
+"""[cSG] Theorem 1 bound terms, constants, diffusion-time argument and D5 order terms.
+
+docs: theory-assumptions, theory-constants, theory-wasserstein-bound, theory-bound-remarks, theory-weak-convergence.
+"""
 
 import math
 
@@ -239,7 +242,8 @@ def test_exact_sums_dominate_the_printed_csgld_form(c, alpha0, m, length):
 
 
 def test_csgld_discretisation_term_grows_like_k():
-    # H6 / THEORY D4: with sigma = 0, KL is proportional to K and the W2 term grows like K
+    # docs: erratum-bound-grows, theory-bound-remarks: with sigma = 0, KL is proportional to K and the W2 term
+    # grows like K
     c = TheoremConstants(C0=1.0, C1=1.0, C2=1.0, C3=1.0, C4=1.0)
     small = csgld_bound(c, 0.1, 10, 10_000)
     large = csgld_bound(c, 0.1, 1000, 1_000_000)
@@ -248,7 +252,8 @@ def test_csgld_discretisation_term_grows_like_k():
 
 
 # ---------------------------------------------------------------------------------------------
-# bound >= exact W2 on a Gaussian target with computable constants (THEORY D4, F1, F7, F8)
+# bound >= exact W2 on a Gaussian target with computable constants
+# (docs: theory-bound-remarks, theory-exact-sgld, theory-langevin-law, theory-gaussian-distances)
 
 # target N(0, diag(1, 4)) (U = theta^T P theta / 2), start N((5, 5), 0.01 I), K = 2000
 PREC = np.diag([1.0, 0.25])
@@ -318,7 +323,7 @@ def test_bound_is_loose_and_cyclical_wins_at_equal_k():
     for name, alpha in SCHEDULES.items():
         path = sgld_law(PREC, SHIFT, alpha, grad_noise_cov=v, init_mean=M0, init_cov=S0)
         final[name] = gaussian_w2(path.mean[-1], path.cov[-1], np.zeros(2), np.diag([1.0, 4.0]))
-    # the qualitative claim only: THEORY D4's numbers are illustrations, not regression targets
+    # the qualitative claim only: the numbers in docs: theory-bound-remarks are illustrations, not regression targets
     assert final["csgld"] < final["sgld_h0_1"] < final["sgld_h0_0.2"]
     # the cSGLD bound is about 10^6 times the exact distance
     assert csgld_bound(consts, 0.2, 10, K).total > 1e5 * final["csgld"]
@@ -361,7 +366,7 @@ def test_weak_error_terms_constant_steps_agree_for_both_averages():
 
 @pytest.mark.parametrize("alpha0, k", [(0.1, 1000), (0.02, 20_000)])
 def test_weak_error_terms_cyclical_rates(alpha0, k):
-    # THEORY D5: Bias = O(1/(alpha0 K) + alpha0) for the cyclical schedule, here with its exact sums
+    # docs: theory-weak-convergence: Bias = O(1/(alpha0 K) + alpha0) for the cyclical schedule, here with its exact sums
     m = k // 100
     w = weak_error_terms(cyclical(alpha0, k, n_cycles=m).step_size)
     assert w.bias_transient == pytest.approx(2 / (alpha0 * (k + m)), rel=1e-9)

@@ -1,4 +1,4 @@
-"""Gaussian W2, KL and the W2-optimal map (THEORY F8) against closed forms and known cases."""
+"""Gaussian W2, KL and the W2-optimal map (docs: theory-gaussian-distances) against closed forms and known cases."""
 
 import numpy as np
 import pytest
@@ -23,7 +23,7 @@ def spd(rng, d, cond, q=None):
 
 
 def trace_formula_w2(m1, s1, m2, s2):
-    """W2 as printed in THEORY F8, with an independent (scipy) matrix square root."""
+    """W2 as written in docs: theory-gaussian-distances, with an independent (scipy) matrix square root."""
     r = sqrtm(s2).real
     w2sq = np.sum((m1 - m2) ** 2) + np.trace(s1 + s2 - 2 * sqrtm(r @ s1 @ r).real)
     return np.sqrt(w2sq)

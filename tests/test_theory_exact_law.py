@@ -1,6 +1,6 @@
-"""The exact laws of sgsim.theory.exact_law (THEORY section F) against Monte Carlo, Lyapunov and closed forms.
+"""The exact laws of sgsim.theory.exact_law (docs: theory-exact-laws) against Monte Carlo, Lyapunov and closed forms.
 
-Monte Carlo design (THEORY G): R = 20 000 independent replicas, compared at fixed steps with
+Monte Carlo design (docs: theory-tolerances): R = 20 000 independent replicas, compared at fixed steps with
 the exact discrete-time law of that step, so there is no bias term; z = 5 standard errors
 (false alarm 6e-7 per entry; SEs derived in ``stats.check_gaussian_law``). Each Monte Carlo
 test also runs a negative control, a plausible wrong law the same check must reject. SGLD
@@ -208,7 +208,7 @@ def test_momentum_sgd_law_matches_numpy_replicas_in_sgdvi_order():
     check_gaussian_law(mid, path.mean[MID_STEP - 1], path.cov[MID_STEP - 1], "momentum SGD mid")
     check_gaussian_law(final, path.mean[-1], path.cov[-1], "momentum SGD final")
     # negative control: the [cSG] order (position first, then the gradient at the new theta),
-    # whose Cov(theta, v) has the other sign (THEORY A2): 60 SE off at step 60 (at the last
+    # whose Cov(theta, v) has the other sign (docs: theory-sghmc): 60 SE off at step 60 (at the last
     # step the learning rate, and with it v, is nearly 0)
     wrong = sghmc_law(A, None, LR, mu, 0.0, C / S, m0, s0)
     with pytest.raises(AssertionError, match="covariance"):
@@ -249,7 +249,7 @@ def test_sghmc_converges_to_the_lyapunov_solution_and_the_scalar_closed_form():
     var_theta, var_v = sghmc_scalar_stationary(1.2, 0.3, 0.4, 1.0, 0.5, 0.1)
     assert scalar.cov[-1, 0, 0] == pytest.approx(var_theta, rel=1e-10)
     assert scalar.cov[-1, 1, 1] == pytest.approx(var_v, rel=1e-10)
-    # cSG order: Cov(theta, v) = -Var v / 2 at stationarity (THEORY A2)
+    # cSG order: Cov(theta, v) = -Var v / 2 at stationarity (docs: theory-sghmc)
     assert scalar.cov[-1, 0, 1] == pytest.approx(-var_v / 2, rel=1e-10)
 
 
@@ -267,7 +267,7 @@ def test_sgdvi_family_converges_to_lyapunov_and_the_closed_forms():
     f = np.block([[EYE - eps * A, (1 - mu) * EYE], [-eps * A, (1 - mu) * EYE]])
     q = eps**2 / S * np.block([[C, C], [C, C]])
     assert rel(path.cov[-1], stationary_covariance(f, q)) < 1e-10
-    # scalar closed forms: SGD eps c / (S a (2 - eps a)) (THEORY 0); momentum (C10)
+    # scalar closed forms: SGD eps c / (S a (2 - eps a)) (docs: theory-conventions); momentum (C10)
     a, c, s, beta = 0.8, 1.7, 3.0, 1 - mu
     sgd = preconditioned_sgd_law([[a]], [[c]], [[1.0]], eps, s, n_steps=2000)
     assert sgd.cov[-1, 0, 0] == pytest.approx(eps * c / (s * a * (2 - eps * a)), rel=1e-10)
@@ -278,7 +278,7 @@ def test_sgdvi_family_converges_to_lyapunov_and_the_closed_forms():
 
 def test_sgfs_with_the_optimal_preconditioner_has_the_c12_discrete_law():
     # Theorem 5 (S = 1): H* = 2 (C + E E^T)^{-1} / (eps N); the exact discrete law is
-    # A^{-1}/N + dlyap(I - PA, PAP/N) with P = eps H* (THEORY C12)
+    # A^{-1}/N + dlyap(I - PA, PAP/N) with P = eps H* (docs: theory-sgfs)
     eps, n_data = 0.01, 50
     noise = C + E @ E.T
     h_star = 2 * np.linalg.inv(noise) / (eps * n_data)
@@ -289,7 +289,7 @@ def test_sgfs_with_the_optimal_preconditioner_has_the_c12_discrete_law():
 
 
 def test_sghmc_at_zero_temperature_is_momentum_sgd_with_the_velocity_reordered():
-    # THEORY A2: the theta recursions agree (mu = eta, eps = alpha, C / S = V); the
+    # docs: theory-sghmc: the theta recursions agree (mu = eta, eps = alpha, C / S = V); the
     # velocities differ by the update order, so Cov(theta, v) = -Var v / 2 in cSG order and
     # +Var v / 2 in [SGDVI] order
     alpha, eta = 0.2, 0.35
@@ -400,7 +400,7 @@ def test_time_average_cov_equals_the_direct_double_sum():
 
 
 def test_time_average_cov_long_window_and_near_identity():
-    # F = I - M: T Cov(mean) -> M^{-1} Q M^{-T} exactly in discrete time (THEORY C13), with an
+    # F = I - M: T Cov(mean) -> M^{-1} Q M^{-T} exactly in discrete time (docs: theory-iterate-averaging), with an
     # O(1 / (T lambda_min(M))) correction
     eps = 0.05
     m = eps * A
@@ -452,7 +452,7 @@ def test_sgld_law_tends_to_the_langevin_law_at_first_order():
 
 @pytest.mark.parametrize("seed", range(5))
 def test_langevin_contracts_in_w2_at_rate_lambda_min(seed):
-    # W2(nu_t, nu_inf) <= exp(-lambda_min t) W2(nu_0, nu_inf) (THEORY F7)
+    # W2(nu_t, nu_inf) <= exp(-lambda_min t) W2(nu_0, nu_inf) (docs: theory-langevin-law)
     rng = np.random.default_rng(seed)
     q, _ = np.linalg.qr(rng.standard_normal((4, 4)))
     prec = (q * rng.uniform(0.2, 3.0, 4)) @ q.T

@@ -37,7 +37,7 @@ def test_sghmc_closed_form_is_the_lyapunov_fixed_point(a, frac, eta, g, temp, v)
 def test_limits_and_friction_factor():
     assert sgld_scalar_stationary(2.0, 1e-7) == pytest.approx(0.5, rel=1e-6)
     _, var_v = sghmc_scalar_stationary(1.0, 1e-6, 0.1)
-    assert var_v / 1e-6 == pytest.approx(1 / (1 - 0.05), rel=1e-5)  # not 1: THEORY A2
+    assert var_v / 1e-6 == pytest.approx(1 / (1 - 0.05), rel=1e-5)  # not 1 (docs: theory-sghmc)
 
 
 def test_noise_correction_removes_gradient_noise():

@@ -24,16 +24,16 @@ Our choices (:class:`Settings`), fixed before looking at any ESS and never tuned
 * **minibatches**: ``n = 32`` examples without replacement, from each chain's own stream.
 * **step sizes**, one rule for every data set and method, from the minibatch noise at the
   posterior mode: the per-step variance of the minibatch gradient noise, ``alpha^2 V``, is
-  at most half the injected variance along the noisiest direction (THEORY A1/A2: the
+  at most half the injected variance along the noisiest direction (:ref:`theory-sgld`, :ref:`theory-sghmc`: the
   noise correction is feasible while ``alpha V <= 2 eta T``; we take half of that bound).
   So ``alpha = 1 / lambda_max(V)`` for SGLD and ``alpha = eta / lambda_max(V)`` for SGHMC,
   with ``V = N^2 (C/n) (N-n)/(N-1)`` at the MAP (``minibatch_gradient_covariance``).
   The cyclical methods get ``alpha_0 = 2 alpha K / (K + M)``: the same total step
-  ``sum_k alpha_k`` ("diffusion time", [cSG] §4; THEORY A3) as their constant-step baseline.
+  ``sum_k alpha_k`` ("diffusion time", [cSG] §4; :ref:`theory-schedules`) as their constant-step baseline.
 * **SGHMC**: friction ``eta = 0.1`` (sgsim's default), ``gamma_hat = 0``, ``v_0 = 0``.
 * **"5000 samples after 1000 burn-in" for the cyclical methods**: cycles of
   ``L = 1000`` steps with no exploration stage (``beta = 0``: every step at ``T = 1``, as in
-  the authors' 25-Gaussian code, THEORY B1); the first cycle is the burn-in and the next
+  the authors' 25-Gaussian code, :ref:`theory-mixture-25`); the first cycle is the burn-in and the next
   five give the 5000 draws: ``K = 6000``, ``M = 6``. Every method thus takes exactly 6000
   minibatch gradients. With ``explore_fraction > 0`` (an option) the burn-in is still the
   first cycle, ``M - 1 = ceil(5000 / S)`` further cycles with ``S`` sampling steps each
@@ -145,7 +145,7 @@ class Settings:
         sensitivity check): constant steps at a quarter of the stability bound along the
         stiffest direction of the posterior, ``alpha = 0.5 / lambda_max(H)`` for SGLD
         (bound ``2 / lambda_max``) and ``0.5 (2 - eta) / lambda_max(H)`` for SGHMC (bound
-        ``2 (2 - eta) / lambda_max``, THEORY A2), so that the cyclical peak ``alpha_0``, about
+        ``2 (2 - eta) / lambda_max``, :ref:`theory-sghmc`), so that the cyclical peak ``alpha_0``, about
         twice as large, stays at half the bound. These steps let the minibatch noise
         dominate the injected noise.
     """

@@ -5,14 +5,14 @@ cSGLD densities on the 25-Gaussian mixture, 4 parallel chains and a single chain
 App. A.1) and Table 4 (mode coverage over 10 runs, App. A.1). Every function returns data;
 ``paper_figures/`` draws and writes.
 
-Two settings (THEORY B1 has the table; :data:`SETTINGS` holds them):
+Two settings (:ref:`theory-mixture-25` has the table; :data:`SETTINGS` holds them):
 
 ``"paper"``
     As printed in §5.1: cSGLD with ``alpha_0 = 0.09``, ``M = 30``, ``beta = 1/4``; SGLD
     with ``alpha_k = 0.05 k^(-0.55)`` (the paper writes ``alpha_k ∝ 0.05 k^(-0.55)``; the
     constant of proportionality is taken as 1). The paper states neither the gradient
     noise nor the initialisation. We use the reference code's: exact gradient plus
-    ``N(0, I)`` noise with the correction of THEORY A1 (``noise_correction=True``), and
+    ``N(0, I)`` noise with the correction of :ref:`theory-sgld` (``noise_correction=True``), and
     initial points uniform on ``[-10, 10]^2``. The two settings then differ only in their
     schedules. With the correction the total noise of a sampling step is exactly
     ``2 alpha_k``, so sampling steps follow the same law as with exact gradients. Only the
@@ -24,7 +24,7 @@ Two settings (THEORY B1 has the table; :data:`SETTINGS` holds them):
     gradient noise ``V = I`` with the correction; initial points ``U([-10, 10]^2)``.
 
 Both use ``K = 50 000`` steps, so ``K mod M != 0``: ``L_c = ceil(K/M) = 1667`` and the 30th
-cycle is cut to 1657 steps (THEORY A3, erratum H8).
+cycle is cut to 1657 steps (:ref:`theory-schedules`, :ref:`erratum-mixture25-recipe`).
 
 Mode coverage ([cSG] App. A.1): a mode is covered when more than ``n-bar = 100`` draws lie
 within ``r = 0.25`` of its centre. The paper does not say which draws feed the metric. Here
@@ -110,7 +110,7 @@ DRAWS_USED = (
 
 @dataclass(frozen=True)
 class Setting:
-    """One configuration of the 25-Gaussian experiment ([cSG] §5.1; THEORY B1).
+    """One configuration of the 25-Gaussian experiment ([cSG] §5.1; :ref:`theory-mixture-25`).
 
     Attributes
     ----------
@@ -125,7 +125,7 @@ class Setting:
     grad_noise : float
         Variance ``s^2`` of the additive ``N(0, s^2 I)`` gradient noise (0: exact).
     noise_correction : bool
-        Reduce the injected noise so the total is exactly ``2 alpha_k`` (THEORY A1).
+        Reduce the injected noise so the total is exactly ``2 alpha_k`` (:ref:`theory-sgld`).
     provenance : str
         Where the numbers come from.
     """
@@ -189,7 +189,7 @@ class Setting:
         """The gradient noise in words."""
         if not self.grad_noise:
             return "exact gradients"
-        corr = " with the correction of THEORY A1" if self.noise_correction else " (uncorrected)"
+        corr = " with the noise correction of {ref}`theory-sgld`" if self.noise_correction else " (uncorrected)"
         cov = "I" if self.grad_noise == 1 else f"{self.grad_noise:g} I"
         return f"exact gradient + N(0, {cov}) noise{corr}"
 
@@ -224,7 +224,7 @@ SETTINGS: dict[str, Setting] = {
         sgld_hold=500,
         grad_noise=1.0,
         noise_correction=True,
-        provenance="the authors' MATLAB 25-Gaussian demo (ruqizhang/csgmcmc), as read in THEORY B1",
+        provenance="the authors' MATLAB 25-Gaussian demo (ruqizhang/csgmcmc), as read in {ref}`theory-mixture-25`",
     ),
 }
 
@@ -285,7 +285,7 @@ class ScheduleCurves:
     paper_sum_cyclical, paper_sum_sq_cyclical : float
         The paper's ``K alpha_0 / 2`` (§4) and ``3 alpha_0^2 K / 8`` (App. C, eq. 17).
     full_sum_cyclical, full_sum_sq_cyclical : float
-        THEORY A3's exact sums ``alpha_0 (K' + M)/2`` and ``alpha_0^2 (3K'/8 + M/2)`` for
+        :ref:`theory-schedules`'s exact sums ``alpha_0 (K' + M)/2`` and ``alpha_0^2 (3K'/8 + M/2)`` for
         ``K' = M L_c``, the run without the truncation of the last cycle.
     sgld, csgld : str
         The schedules in words.
@@ -564,7 +564,7 @@ class CoverageResult:
     mean, sd, se : float
         Mean, sample standard deviation (ddof 1) and standard error ``sd / sqrt(n_runs)``.
     oracle_mean, oracle_sd : float
-        Coverage of ``n_draws`` exact iid draws (binomial oracle, THEORY B1).
+        Coverage of ``n_draws`` exact iid draws (binomial oracle, :ref:`theory-mixture-25`).
     elapsed_s : float
         Wall time of the table's sweep, divided among its rows (the runs may have run in
         parallel, on other machines: a cell holds results only, never timings, so that the

@@ -1,4 +1,4 @@
-"""Mixture of exponentials in log space ([Rep] §4.1; THEORY B3).
+"""Mixture of exponentials in log space ([Rep] §4.1; :ref:`theory-exponential-mixture`).
 
 The density on ``z > 0`` is ``p(z) = sum_i pi_i lambda_i exp(-lambda_i z)``. Samplers work on
 ``y = log z`` (Jacobian ``dz/dy = e^y``), where

@@ -1,8 +1,8 @@
-"""Linear-Gaussian oracles (THEORY B5) and the standard Gaussian.
+"""Linear-Gaussian oracles (:ref:`theory-linear-gaussian`) and the standard Gaussian.
 
 ``U(theta) = theta^T P theta / 2 - b^T theta``, so the target is ``N(P^{-1} b, P^{-1})``. With the
 stochastic gradient ``P theta - b + zeta``, ``zeta ~ N(0, V)``, every iterate of SGLD, SGD and
-SGHMC has a Gaussian law known in closed form (THEORY section F), which the tests use as
+SGHMC has a Gaussian law known in closed form (:ref:`theory-exact-laws`), which the tests use as
 the exact discrete-time truth.
 """
 
@@ -48,7 +48,7 @@ def linear_gaussian_log_density(theta, params):
 
 @factory("linear_gaussian")
 def linear_gaussian(precision, shift=None, grad_noise_cov=None, *, name="linear_gaussian") -> Target:
-    """The linear-Gaussian oracle of THEORY B5.
+    """The linear-Gaussian oracle of :ref:`theory-linear-gaussian`.
 
     Parameters
     ----------

@@ -243,6 +243,6 @@ def mixture_3x3(variance: float = 0.1) -> Target:
     """The 3x3 mixture of [Rep] §4.1: centres ``{-2, 0, 2}^2``, covariance ``0.1 I_2``, equal weights.
 
     ``E x x^T = (0.1 + 8/3) I``. The paper says the components are "equally distributed",
-    read here as equal weights (THEORY B2).
+    read here as equal weights (:ref:`theory-mixture-3x3`).
     """
     return gaussian_mixture(_grid((-2.0, 0.0, 2.0)), variance, name="mixture_3x3", init_box=(-4.0, 4.0))

@@ -7,8 +7,8 @@ The potential is the negative log posterior, up to a constant,
     U(\theta) = -\sum_{i=1}^N \log p(y_i \mid x_i, \theta)
                 + \tfrac12 (\theta - m)^\top \operatorname{diag}(\lambda) (\theta - m),
 
-and the minibatch gradient (THEORY section 0; [cSG] prints the factor as ``N'/N``, an
-erratum, THEORY H1) is
+and the minibatch gradient (:ref:`theory-conventions`; [cSG] prints the factor as ``N'/N``, an
+erratum, :ref:`erratum-minibatch-factor`) is
 
 .. math::
 
@@ -19,7 +19,7 @@ unbiased for ``grad U`` whether the ``n`` indices of ``B`` are drawn with replac
 uniform) or without (a uniform ``n``-subset). Its covariance is
 ``N^2 (C / n) f`` with ``C = (1/N) sum_i (g_i - g_bar)(g_i - g_bar)^T`` the per-example
 covariance of ``g_i = grad log p(y_i | x_i, theta)`` and ``f = 1`` with replacement,
-``f = (N - n) / (N - 1)`` without ([external], THEORY section 0):
+``f = (N - n) / (N - 1)`` without ([external], :ref:`theory-conventions`):
 ``minibatch_gradient_covariance``.
 
 How it is built
@@ -341,7 +341,7 @@ def _compile(likelihood: Likelihood) -> _Compiled:
 
 
 def noise_factor(n_data: int, batch_size: int, replace: bool) -> float:
-    """Finite-population factor ``f`` of the minibatch covariance ``N^2 (C/n) f`` (THEORY 0).
+    """Finite-population factor ``f`` of the minibatch covariance ``N^2 (C/n) f`` (:ref:`theory-conventions`).
 
     1 with replacement; ``(N - n) / (N - 1)`` without (0 when ``n = N``: the full batch).
     """
@@ -819,7 +819,7 @@ def per_example_gradients(target: Target, theta) -> np.ndarray:
 
 
 def minibatch_gradient_covariance(target: Target, theta, batch_size: int | None = None, replace=None) -> np.ndarray:
-    """Covariance of the minibatch gradient at ``theta``: ``N^2 (C / n) f`` (THEORY section 0).
+    """Covariance of the minibatch gradient at ``theta``: ``N^2 (C / n) f`` (:ref:`theory-conventions`).
 
     ``C = (1/N) sum_i (g_i - g_bar)(g_i - g_bar)^T`` over the per-example gradients, and
     ``f`` is :func:`noise_factor` (1 with replacement, ``(N - n)/(N - 1)`` without).

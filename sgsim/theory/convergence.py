@@ -3,9 +3,9 @@
 Implements, as pure formulas, Theorem 1 of Zhang, Li, Zhang, Chen, Wilson, "Cyclical
 Stochastic Gradient MCMC for Bayesian Deep Learning" (arXiv version, eqs. 5-6 and
 Appendix C; Theorem 2 of the ICLR 2020 version) for cSGLD and for SGLD with ``h_k = h_0/k``
-(THEORY D3), the constants of its Assumption 2 (THEORY D1, D2), the diffusion-time argument
-of its Section 4, and the weak-convergence orders of the ICLR version's Theorem 1 (THEORY
-D5, reconstructed).
+(:ref:`theory-wasserstein-bound`), the constants of its Assumption 2 (:ref:`theory-assumptions`,
+:ref:`theory-constants`), the diffusion-time argument of its Section 4, and the weak-convergence
+orders of the ICLR version's Theorem 1 (:ref:`theory-weak-convergence`, reconstructed).
 
 The bound of Theorem 1 splits ``W2(mu_K, nu_inf)`` at the Langevin diffusion run for the
 schedule's diffusion time ``S = sum_k alpha_k``::
@@ -17,13 +17,13 @@ schedule's diffusion time ``S = sum_k alpha_k``::
 
 The paper's printed forms replace the sums by ``K alpha_0 / 2`` and ``3 alpha_0^2 K / 8``
 (cSGLD) and ``h_0^2 pi^2 / 6`` (SGLD); the exact sums are ``alpha_0 (K + M) / 2`` and
-``alpha_0^2 (3K/8 + M/2)`` (erratum H2), and ``h_0^2 sum_{k<=K} 1/k^2``. The functions
-use the exact sums by default (THEORY D4), so that "bound >= exact W2" is a fair test.
+``alpha_0^2 (3K/8 + M/2)`` (:ref:`erratum-step-sums`), and ``h_0^2 sum_{k<=K} 1/k^2``. The functions
+use the exact sums by default (:ref:`theory-bound-remarks`), so that "bound >= exact W2" is a fair test.
 
 Step sizes follow the cyclical paper's convention (drift ``alpha grad U``, injected noise
 variance ``2 alpha``, target ``exp(-U)``). Nothing here imports an integrator.
 
-Errata carried here (THEORY H):
+Errata carried here (:ref:`theory-errata`):
 
 - H2: the schedule sums (above).
 - H3: the prefactor is ``(6 + C2 K alpha_0 / 2)^(1/2)`` in the main text and
@@ -71,13 +71,13 @@ __all__ = [
     "weak_error_terms",
 ]
 
-#: ``c_p`` of Appendix C.1 (the main text prints 6; erratum H3).
+#: ``c_p`` of Appendix C.1 (the main text prints 6; docs: erratum-bound-prefactor).
 DEFAULT_C_P = 12.0
 
 
 @dataclass(frozen=True)
 class TheoremConstants:
-    """The constants of [cSG] Theorem 1 (THEORY D2), validated on construction.
+    """The constants of [cSG] Theorem 1 (:ref:`theory-constants`), validated on construction.
 
     Attributes
     ----------
@@ -85,7 +85,7 @@ class TheoremConstants:
         Bound on ``max_j (L_U^2 E||theta_j||^2 + B^2)``, >= 0.
     C1 : float
         ``6 L_U^2 (C0 + d)``, >= 0 (any value >= 0 is accepted: the constants are
-        user-supplied parameters, THEORY D2).
+        user-supplied parameters, :ref:`theory-constants`).
     C2 : float
         ``kappa0 + 2 b + 2 d``, >= 0 (the exponential-moment growth rate of ``nu_t``).
     C3 : float
@@ -148,7 +148,7 @@ class Theorem1Terms:
 
 @dataclass(frozen=True)
 class WeakErrorTerms:
-    """Order terms of the bias and MSE of a sample average (THEORY D5) [reconstructed].
+    """Order terms of the bias and MSE of a sample average (:ref:`theory-weak-convergence`) [reconstructed].
 
     Each field is one term of the O(.) bound, without its unknown constant.
 
@@ -183,7 +183,7 @@ class WeakErrorTerms:
 
 
 # ----------------------------------------------------------------------------------------------
-# Constants (THEORY D1, D2)
+# Constants (docs: theory-assumptions, theory-constants)
 
 
 def assumption_constants(
@@ -201,8 +201,8 @@ def assumption_constants(
     ``C0 = L_U^2 (kappa0 + 2 c_m (b_U + 2 B^2 + d)) + B^2``, ``C1 = 6 L_U^2 (C0 + d)``,
     ``C2 = kappa0 + 2 b_U + 2 d``, with ``c_m = min(1, 1/m_U)`` as printed in [cSG] App. C.1
     (``moment_factor="min"``) or ``max(1, 1/m_U)`` (``moment_factor="max"``), which is what
-    Raginsky et al. (2017) Lemma 3.2 has as recalled in THEORY D2, flagged there as unchecked
-    (erratum H5). They agree only at ``m_U = 1``; "max" is always the larger, safer constant.
+    Raginsky et al. (2017) Lemma 3.2 has as recalled in :ref:`theory-constants`, flagged there as unchecked
+    (:ref:`erratum-assumption2`). They agree only at ``m_U = 1``; "max" is always the larger, safer constant.
 
     Parameters
     ----------
@@ -243,7 +243,7 @@ def assumption_constants(
 
 
 def kappa0_gaussian(mean, cov) -> float:
-    """``kappa0 = log E exp(||w||^2)`` for ``w ~ N(mean, cov)`` (THEORY D1) [derived here].
+    """``kappa0 = log E exp(||w||^2)`` for ``w ~ N(mean, cov)`` (:ref:`theory-assumptions`) [derived here].
 
     ``kappa0 = -1/2 log det(I - 2 cov) + mean^T (I - 2 cov)^(-1) mean``, finite only when
     ``cov < I/2``.
@@ -275,7 +275,7 @@ def kappa0_gaussian(mean, cov) -> float:
 
 
 def strongly_convex_c3_c4(m: float, w2_initial: float) -> tuple[float, float]:
-    """``C3, C4`` for an ``m``-strongly convex potential (THEORY D2) [external].
+    """``C3, C4`` for an ``m``-strongly convex potential (:ref:`theory-constants`) [external].
 
     By synchronous coupling, ``W2(nu_t, nu_inf) <= exp(-m t) W2(nu_0, nu_inf)``, i.e.
     ``C3 = W2(nu_0, nu_inf)`` and ``C4 = 1/m``.
@@ -307,10 +307,10 @@ def linear_gaussian_constants(
     moment_factor: str = "min",
     b_floor: float = 1e-12,
 ) -> TheoremConstants:
-    """Computable constants of Theorem 1 for ``U = theta^T P theta / 2 - c^T theta`` (THEORY D4).
+    """Computable constants of Theorem 1 for ``U = theta^T P theta / 2 - c^T theta`` (:ref:`theory-bound-remarks`).
 
     The target is ``N(P^-1 c, P^-1)`` and the initial law ``mu_0 = N(init_mean, init_cov)``.
-    The recipe of THEORY D4:
+    The recipe of :ref:`theory-bound-remarks`:
 
     - ``L_U = lambda_max(P)``; ``kappa0`` from :func:`kappa0_gaussian`;
     - dissipativity: ``m_U = lambda_min(P) / 2``, ``b_U = ||c||^2 / (2 lambda_min(P))`` (from
@@ -377,7 +377,7 @@ def linear_gaussian_constants(
 
 
 # ----------------------------------------------------------------------------------------------
-# Theorem 1 (THEORY D3)
+# Theorem 1 (docs: theory-wasserstein-bound)
 
 
 # ----------------------------------------------------------------------------- exact sums of the cosine schedule
@@ -392,9 +392,9 @@ def _full_cycles(n_steps, n_cycles) -> tuple[int, int, int]:
 
 
 def cyclical_sum(step_size: float, n_cycles: int, n_steps: int) -> float:
-    """Exact ``sum_k alpha_k`` of the cosine schedule: ``alpha_0 (K + M) / 2`` (THEORY A3).
+    """Exact ``sum_k alpha_k`` of the cosine schedule: ``alpha_0 (K + M) / 2`` (:ref:`theory-schedules`).
 
-    [cSG] App. C prints ``K alpha_0 / 2``, which drops ``alpha_0 M / 2`` (erratum H2).
+    [cSG] App. C prints ``K alpha_0 / 2``, which drops ``alpha_0 M / 2`` (:ref:`erratum-step-sums`).
     Requires ``K = M L_c``. For ``L_c = 1`` the schedule is constant and the formula still
     holds.
     """
@@ -406,7 +406,7 @@ def cyclical_sum(step_size: float, n_cycles: int, n_steps: int) -> float:
 def cyclical_sum_squares(step_size: float, n_cycles: int, n_steps: int) -> float:
     """Exact ``sum_k alpha_k^2``: ``alpha_0^2 (3K/8 + M/2)`` for ``L_c >= 2``, ``K alpha_0^2`` for ``L_c = 1``.
 
-    [cSG] eq. 17 prints ``3 alpha_0^2 K / 8`` (erratum H2).
+    [cSG] eq. 17 prints ``3 alpha_0^2 K / 8`` (:ref:`erratum-step-sums`).
     """
     alpha0 = positive_float("step_size", step_size)
     n, m, length = _full_cycles(n_steps, n_cycles)
@@ -501,10 +501,10 @@ def csgld_bound(
         KL  <= C1 sum alpha^2 + sigma C0 S,     S = sum alpha
         W2  <= (c_p + f C2 S)^(1/2) [KL^(1/2) + (KL/2)^(1/4)] + C3 exp(-S / C4)
 
-    ``exact_sums=True`` (default, THEORY D4) uses ``S = alpha_0 (K + M) / 2`` and
+    ``exact_sums=True`` (default, :ref:`theory-bound-remarks`) uses ``S = alpha_0 (K + M) / 2`` and
     ``sum alpha^2 = alpha_0^2 (3K/8 + M/2)`` (``K alpha_0^2`` when ``L_c = 1``);
     ``exact_sums=False`` uses the paper's printed ``K alpha_0 / 2`` and ``3 alpha_0^2 K / 8``
-    (eq. 17, erratum H2), which are smaller and so not a bound of the proof. The main text's
+    (eq. 17, :ref:`erratum-step-sums`), which are smaller and so not a bound of the proof. The main text's
     form is ``exact_sums=False, c_p=6``.
 
     Parameters
@@ -554,7 +554,7 @@ def sgld_bound(
     (``exact_sums=True``, default) or the paper's ``h_0^2 pi^2 / 6`` (App. C.3, an upper
     bound of the exact sum). The quarter-power term is ``(KL/2)^(1/4)``, i.e. Appendix C.3's
     ``pi^2 / 12``, not the main text's ``pi^2 / 16``, and the prefactor carries ``C2``
-    (erratum H4; the main text's ``(6 + h_0 H_K)^(1/2)`` is ``c_p=6, time_factor=1/C2``).
+    (:ref:`erratum-sgld-bound`; the main text's ``(6 + h_0 H_K)^(1/2)`` is ``c_p=6, time_factor=1/C2``).
 
     Parameters
     ----------
@@ -580,7 +580,7 @@ def sgld_bound(
 
 
 # ----------------------------------------------------------------------------------------------
-# Diffusion time ([cSG] Section 4; THEORY D3)
+# Diffusion time ([cSG] Section 4; docs: theory-wasserstein-bound)
 
 
 def matched_h0(step_size: float, n_steps: int, n_cycles: int | None = None) -> float:
@@ -601,7 +601,7 @@ def discretisation_ratio(n_steps: int) -> float:
     """``pi^2 K / (9 H_K^2)``: SGLD's over cSGLD's discretisation sum at matched diffusion time.
 
     With ``h_0 = K alpha_0 / (2 H_K)`` (:func:`matched_h0`), the printed sums compare as
-    ``(pi^2/6) h_0^2 / (3 alpha_0^2 K / 8) = pi^2 K / (9 H_K^2)`` ([cSG] §4, THEORY D3):
+    ``(pi^2/6) h_0^2 / (3 alpha_0^2 K / 8) = pi^2 K / (9 H_K^2)`` ([cSG] §4, :ref:`theory-wasserstein-bound`):
     19.6 at ``K = 10^3``, 422 at ``5 10^4``, 5294 at ``10^6``. The sigma terms are equal by
     construction.
     """
@@ -610,14 +610,14 @@ def discretisation_ratio(n_steps: int) -> float:
 
 
 # ----------------------------------------------------------------------------------------------
-# Weak convergence ([cSG-ICLR] Theorem 1; THEORY D5) [reconstructed]
+# Weak convergence ([cSG-ICLR] Theorem 1; docs: theory-weak-convergence) [reconstructed]
 
 
 def weak_error_terms(step_sizes, *, weighted: bool = True, order: int = 1, grad_noise_moment=0.0) -> WeakErrorTerms:
-    """Bias and MSE order terms of a sample average of SG-MCMC (THEORY D5) [reconstructed].
+    """Bias and MSE order terms of a sample average of SG-MCMC (:ref:`theory-weak-convergence`) [reconstructed].
 
     [reconstructed] The extraction of "Cyclical Stochastic Gradient MCMC for Bayesian Deep
-    Learning" (ICLR 2020) lost the formulas of its Theorem 1. THEORY D5 rebuilds them from the
+    Learning" (ICLR 2020) lost the formulas of its Theorem 1. :ref:`theory-weak-convergence` rebuilds them from the
     decreasing-step theorem of Chen, Ding & Carin (2015) [external]: for an integrator of
     order ``order`` (SGLD: 1), step sizes ``h_l``, ``S_L = sum_l h_l`` and the step-weighted
     average ``phi_hat = sum_l h_l phi(theta_l) / S_L``::

@@ -1,4 +1,4 @@
-"""Closed-form distances between Gaussian laws (THEORY F8).
+"""Closed-form distances between Gaussian laws (:ref:`theory-gaussian-distances`).
 
 Matrix square roots come from a symmetric eigendecomposition with the eigenvalues clipped
 at 0, never from a general matrix square root, so nearly singular covariances (as the
@@ -81,7 +81,7 @@ def sqrtm_psd(S) -> np.ndarray:
 
 
 def gaussian_w2(m1, S1, m2, S2):
-    """2-Wasserstein distance between ``N(m1, S1)`` and ``N(m2, S2)`` (THEORY F8).
+    """2-Wasserstein distance between ``N(m1, S1)`` and ``N(m2, S2)`` (:ref:`theory-gaussian-distances`).
 
     ``W2^2 = |m1 - m2|^2 + Tr(S1 + S2 - 2 (S2^{1/2} S1 S2^{1/2})^{1/2})``. The trace term is
     evaluated as the Procrustes residual ``min_R ||S1^{1/2} - S2^{1/2} R||_F^2`` over
@@ -115,7 +115,7 @@ def gaussian_w2(m1, S1, m2, S2):
 
 
 def gaussian_kl(m0, S0, m1, S1):
-    """Kullback-Leibler divergence ``KL(N(m0, S0) || N(m1, S1))`` (THEORY F8).
+    """Kullback-Leibler divergence ``KL(N(m0, S0) || N(m1, S1))`` (:ref:`theory-gaussian-distances`).
 
     ``KL = (1/2) [Tr(S1^{-1} S0) + (m1 - m0)^T S1^{-1} (m1 - m0) - d + log det S1 - log det S0]``,
     evaluated as ``(1/2) [sum_i (mu_i - 1 - log mu_i) + |W^T (m1 - m0)|^2]`` with ``mu_i`` the
@@ -152,7 +152,7 @@ def gaussian_kl(m0, S0, m1, S1):
 
 
 def w2_optimal_map(S1, S2) -> np.ndarray:
-    """The W2-optimal linear map from ``N(0, S1)`` to ``N(0, S2)`` (THEORY F8).
+    """The W2-optimal linear map from ``N(0, S1)`` to ``N(0, S2)`` (:ref:`theory-gaussian-distances`).
 
     ``T = S1^{-1/2} (S1^{1/2} S2 S1^{1/2})^{1/2} S1^{-1/2}``, symmetric positive
     semidefinite, with ``T S1 T = S2``; ``x -> m2 + T (x - m1)`` transports

@@ -1,7 +1,7 @@
-"""Exact laws of the samplers on linear-Gaussian targets (THEORY section F).
+"""Exact laws of the samplers on linear-Gaussian targets (:ref:`theory-exact-laws`).
 
 On a quadratic potential with additive Gaussian gradient noise every sampler of sgsim is a
-linear recursion ``x_k = F_k x_{k-1} + c_k + xi_k``, ``Cov xi_k = Q_k`` (THEORY section 0), so
+linear recursion ``x_k = F_k x_{k-1} + c_k + xi_k``, ``Cov xi_k = Q_k`` (:ref:`theory-conventions`), so
 from a Gaussian (or point) start the law of every iterate is Gaussian with
 
 ``m_k = F_k m_{k-1} + c_k``,    ``S_k = F_k S_{k-1} F_k^T + Q_k``,
@@ -10,7 +10,7 @@ for any sequence of step sizes and temperatures: constant, decreasing, cyclical 
 exploration stages at temperature 0. These laws are the deterministic, discrete-time truth
 against which the integrators are tested (no discretisation bias).
 
-Two unit systems, as in the papers (THEORY section 0; do not mix them):
+Two unit systems, as in the papers (:ref:`theory-conventions`; do not mix them):
 
 - the cyclical paper's ([cSG]) for :func:`sgld_law`, :func:`sgd_law`, :func:`sghmc_law`:
   ``U(theta) = theta^T P theta / 2 - b^T theta``, stochastic gradient ``P theta - b + zeta``,
@@ -374,7 +374,7 @@ def sgld_law(
     *,
     n_steps=None,
 ) -> GaussianPath:
-    """Law of every SGLD iterate on a linear-Gaussian target ([cSG] units; THEORY A1, F1).
+    """Law of every SGLD iterate on a linear-Gaussian target ([cSG] units; :ref:`theory-exact-sgld`).
 
     ``theta_k = theta_{k-1} - alpha_k (P theta_{k-1} - b + zeta_k) + sqrt(2 alpha_k T_k) xi_k``,
     ``zeta_k ~ N(0, V)``, so ``F_k = I - alpha_k P``, ``c_k = alpha_k b``,
@@ -421,7 +421,7 @@ def sgld_law(
 def sgd_law(
     precision, shift, step_size, grad_noise_cov=None, init_mean=None, init_cov=None, *, n_steps=None
 ) -> GaussianPath:
-    """Law of every SGD iterate, i.e. SGLD at temperature 0 ([cSG] units; THEORY F1).
+    """Law of every SGD iterate, i.e. SGLD at temperature 0 ([cSG] units; :ref:`theory-exact-sgld`).
 
     ``theta_k = theta_{k-1} - alpha_k (P theta_{k-1} - b + zeta_k)``, ``zeta_k ~ N(0, V)``:
     ``F_k = I - alpha_k P``, ``Q_k = alpha_k^2 V``. In [SGDVI] units this is
@@ -445,7 +445,7 @@ def sghmc_law(
     *,
     n_steps=None,
 ) -> GaussianPath:
-    """Law of the SGHMC state ``(theta, v)`` in [cSG] order ([cSG] units; THEORY A2, F5).
+    """Law of the SGHMC state ``(theta, v)`` in [cSG] order ([cSG] units; :ref:`theory-exact-sghmc`).
 
     ``theta_k = theta_{k-1} + v_{k-1}``, then
     ``v_k = (1 - eta) v_{k-1} - alpha_k (P theta_k - b + zeta_k) + sqrt(2 (eta - gamma_hat) alpha_k T_k) xi_k``:
@@ -507,13 +507,13 @@ def _sgdvi_inputs(a_mat, c_mat, lr, batch_size, n_steps):
 
 
 def momentum_sgd_law(A, C, lr, momentum, batch_size, init_mean=None, init_cov=None, *, n_steps=None) -> GaussianPath:
-    """Law of the state ``(theta, v)`` of SGD with momentum in [SGDVI] order ([SGDVI] units; THEORY A5c, F5).
+    """Law of the state ``(theta, v)`` of SGD with momentum in [SGDVI] order (:ref:`theory-exact-sghmc`).
 
     ``v_t = (1 - mu) v_{t-1} - epsilon_t g_S(theta_{t-1})``, then ``theta_t = theta_{t-1} + v_t``,
     with ``g_S(theta) = A theta + noise``, ``Cov noise = C / S`` ([SGDVI] §4.3, eq. 23):
     ``F_t = [[I - epsilon_t A, (1 - mu) I], [-epsilon_t A, (1 - mu) I]]``,
     ``Q_t = (epsilon_t^2 / S) [[C, C], [C, C]]`` (the same noise enters ``v`` and ``theta``).
-    Its ``theta`` recursion is [cSG] SGHMC's at ``T = 0`` with ``eta = mu`` (THEORY A2); the
+    Its ``theta`` recursion is [cSG] SGHMC's at ``T = 0`` with ``eta = mu`` (:ref:`theory-sghmc`); the
     velocity differs by the update order.
 
     Parameters
@@ -547,7 +547,7 @@ def momentum_sgd_law(A, C, lr, momentum, batch_size, init_mean=None, init_cov=No
 
 
 def preconditioned_sgd_law(A, C, H, lr, batch_size, init_mean=None, init_cov=None, *, n_steps=None) -> GaussianPath:
-    """Law of every iterate of preconditioned constant SGD ([SGDVI] units; THEORY A5b, F2).
+    """Law of every iterate of preconditioned constant SGD ([SGDVI] units; :ref:`theory-exact-sgd`).
 
     ``theta_t = theta_{t-1} - epsilon_t H g_S(theta_{t-1})``, ``Cov g_S = C / S`` about
     ``A theta``: ``F_t = I - epsilon_t H A``, ``Q_t = epsilon_t^2 H C H / S``. The paper's
@@ -581,11 +581,11 @@ def preconditioned_sgd_law(A, C, H, lr, batch_size, init_mean=None, init_cov=Non
 
 
 def sgfs_law(A, C, H, E, lr, batch_size, init_mean=None, init_cov=None, *, n_steps=None) -> GaussianPath:
-    """Law of every SGFS iterate ([SGDVI] units; THEORY A5e, C12, F4).
+    """Law of every SGFS iterate ([SGDVI] units; :ref:`theory-exact-sgfs`).
 
     ``theta_t = theta_{t-1} - epsilon_t H g_S(theta_{t-1}) + epsilon_t H E zeta_t``,
     ``zeta_t ~ N(0, I)`` ([SGDVI] §5.2, eq. 26, with the injected noise on the gradient's
-    scale epsilon, as reconstructed in THEORY A5e): ``F_t = I - epsilon_t H A``,
+    scale epsilon, as reconstructed in :ref:`theory-sgdvi-samplers`): ``F_t = I - epsilon_t H A``,
     ``Q_t = epsilon_t^2 H (C / S + E E^T) H``. An implementation that injects
     ``sqrt(epsilon) H E zeta`` instead corresponds to ``E E^T / epsilon`` here.
 
@@ -633,7 +633,7 @@ def _stable(f: np.ndarray) -> None:
 
 
 def stationary_covariance(F, Q) -> np.ndarray:
-    """Stationary covariance of ``x' = F x + xi``, ``Cov xi = Q``: ``P = F P F^T + Q`` (THEORY 0).
+    """Stationary covariance of ``x' = F x + xi``, ``Cov xi = Q``: ``P = F P F^T + Q`` (:ref:`theory-conventions`).
 
     Solved with :func:`scipy.linalg.solve_discrete_lyapunov` (backward stable).
 
@@ -658,7 +658,7 @@ def stationary_covariance(F, Q) -> np.ndarray:
 
 
 def time_average_cov(F, P, T) -> np.ndarray:
-    """Covariance of the time average ``(1/T) sum_{t=1}^T x_t`` of a stationary VAR(1) (THEORY F6).
+    """Covariance of the time average ``(1/T) sum_{t=1}^T x_t`` of a stationary VAR(1) (:ref:`theory-time-averages`).
 
     ``Cov = (1/T^2) [T P + sum_{k=1}^{T-1} (T - k) (F^k P + P F^{kT})]``, using
     ``Cov(x_{t+k}, x_t) = F^k P``. Evaluated in ``O(log T)`` matrix products by doubling the
@@ -692,7 +692,7 @@ def time_average_cov(F, P, T) -> np.ndarray:
 
 
 def langevin_law(precision, shift, t, init_mean=None, init_cov=None, *, temperature=1.0):
-    """Law of the Langevin diffusion ``d theta = -(P theta - b) dt + sqrt(2 T) dW`` (THEORY F7).
+    """Law of the Langevin diffusion ``d theta = -(P theta - b) dt + sqrt(2 T) dW`` (:ref:`theory-langevin-law`).
 
     ``m_t = theta* + e^{-Pt} (m_0 - theta*)``,
     ``S_t = T P^{-1} + e^{-Pt} (S_0 - T P^{-1}) e^{-Pt}``, ``theta* = P^{-1} b``, computed in the

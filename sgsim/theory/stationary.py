@@ -1,7 +1,7 @@
 """Exact stationary laws of the discrete-time samplers on a scalar quadratic.
 
 For ``U = a theta^2 / 2`` with constant step size these are the fixed points of the
-linear recursions of THEORY section 0, i.e. the solutions of the discrete Lyapunov
+linear recursions of :ref:`theory-conventions`, i.e. the solutions of the discrete Lyapunov
 equation, written in closed form. They are the *discrete-time* truth against which the
 integrators are tested, so a test needs no discretisation-bias allowance.
 """
@@ -14,7 +14,7 @@ from .._validate import positive_float, real
 def sgld_scalar_stationary(
     a: float, step_size: float, temperature: float = 1.0, grad_noise_var: float = 0.0, noise_correction: bool = False
 ) -> float:
-    """Stationary variance of SGLD on ``U = a theta^2 / 2`` (THEORY A1).
+    """Stationary variance of SGLD on ``U = a theta^2 / 2`` (:ref:`theory-sgld`).
 
     The iteration ``theta' = (1 - alpha a) theta - alpha zeta + sqrt(2 alpha T) xi`` with
     ``Var zeta = V`` has per-step noise ``q = 2 alpha T + alpha^2 V`` (``2 alpha T`` with the
@@ -59,7 +59,7 @@ def sghmc_scalar_stationary(
     gamma_hat: float = 0.0,
     noise_correction: bool = False,
 ) -> tuple[float, float]:
-    """Stationary variances of ``theta`` and ``v`` for SGHMC in [cSG] order (THEORY A2).
+    """Stationary variances of ``theta`` and ``v`` for SGHMC in [cSG] order (:ref:`theory-sghmc`).
 
     With ``q`` the per-step velocity-noise variance (``2 (eta - gamma_hat) alpha T + alpha^2 V``,
     or ``2 eta alpha T`` with the correction),
