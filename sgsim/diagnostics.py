@@ -141,6 +141,20 @@ def mode_coverage(draws, centres, radius: float = 0.25, threshold: int = 100) ->
     -------
     int
         The number of covered modes.
+
+    Examples
+    --------
+    Exact draws from the 25-Gaussian mixture: 20000 of them cover every mode, 2000 none
+    (about 52 per ball, fewer than ``threshold``; see :func:`expected_mode_coverage`):
+
+    >>> import numpy as np
+    >>> from sgsim import diagnostics, targets
+    >>> target = targets.mixture_25()
+    >>> draws = target.exact_draws(np.random.default_rng(0), 20_000)
+    >>> diagnostics.mode_coverage(draws, target.mode_centres)
+    25
+    >>> diagnostics.mode_coverage(draws[:2000], target.mode_centres)
+    0
     """
     threshold = integer("threshold", threshold, low=0)
     return int(np.sum(mode_counts(draws, centres, radius) > threshold))
@@ -252,7 +266,41 @@ def _dataset(draws, var_name, what):
 
 
 def ess(draws, method: str = "bulk", var_name: str = "theta") -> np.ndarray:
-    """Effective sample size per dimension, computed by :func:`arviz.ess`."""
+    """Effective sample size per dimension, computed by :func:`arviz.ess`.
+
+    Parameters
+    ----------
+    draws : InferenceData or array_like
+        A result of :func:`sgsim.sample`, or draws (see :func:`draws_array`). Chains the
+        result marks as diverged are left out, with a warning.
+    method : str
+        ArviZ's ESS method: ``"bulk"`` (default), ``"tail"``, ``"mean"``, ...
+    var_name : str
+        The posterior variable.
+
+    Returns
+    -------
+    ndarray, shape (d,)
+        The ESS of each coordinate, all chains together.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import sgsim
+    >>> from sgsim import diagnostics
+    >>> result = sgsim.sample("standard_gaussian", "sgld", 2000, n_chains=4, step_size=0.05, burn_in=500, seed=1)
+    >>> ess = diagnostics.ess(result)
+    >>> ess.shape
+    (2,)
+    >>> bool(np.all((ess > 50) & (ess < 600)))  # correlated draws: far fewer than the 6000 kept
+    True
+
+    Independent draws have an ESS near their number:
+
+    >>> iid = np.random.default_rng(0).standard_normal((4, 1000, 2))  # (chain, draw, dim)
+    >>> bool(np.all(diagnostics.ess(iid) > 3000))
+    True
+    """
     import arviz as az
 
     out = az.ess(_dataset(draws, var_name, "ESS"), var_names=[var_name], method=method)
@@ -260,7 +308,23 @@ def ess(draws, method: str = "bulk", var_name: str = "theta") -> np.ndarray:
 
 
 def rhat(draws, var_name: str = "theta") -> np.ndarray:
-    """Rank-normalised split R-hat per dimension, computed by :func:`arviz.rhat`."""
+    """Rank-normalised split R-hat per dimension, computed by :func:`arviz.rhat`.
+
+    ``draws`` and ``var_name`` as in :func:`ess`; returns an array of shape ``(d,)``.
+
+    Examples
+    --------
+    Four chains that sample the same law give R-hat near 1; chains centred at 0, 1, 2 and 3
+    do not mix, and R-hat says so:
+
+    >>> import numpy as np
+    >>> from sgsim import diagnostics
+    >>> iid = np.random.default_rng(0).standard_normal((4, 1000, 2))  # (chain, draw, dim)
+    >>> bool(np.all(np.abs(diagnostics.rhat(iid) - 1) < 0.01))
+    True
+    >>> print(diagnostics.rhat(iid + np.arange(4)[:, None, None]).round(1))
+    [1.5 1.5]
+    """
     import arviz as az
 
     out = az.rhat(_dataset(draws, var_name, "R-hat"), var_names=[var_name])

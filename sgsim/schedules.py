@@ -381,6 +381,28 @@ def cyclical(
         Sampling-stage steps at the start of each cycle that are not collected (the
         reference MATLAB code runs with ``beta = 0`` and keeps samples only after the
         first 50 steps of each cycle).
+
+    Examples
+    --------
+    Two cycles of four steps, the first half of each exploring:
+
+    >>> from sgsim import schedules
+    >>> s = schedules.cyclical(0.1, 8, n_cycles=2, explore_fraction=0.5)
+    >>> print(s.step_size.round(4))
+    [0.1    0.0854 0.05   0.0146 0.1    0.0854 0.05   0.0146]
+    >>> print(s.stage)  # 0 = exploration, 1 = sampling
+    [0 0 1 1 0 0 1 1]
+    >>> print(s.temperature)  # exploration steps run at temperature 0
+    [0. 0. 1. 1. 0. 0. 1. 1.]
+    >>> print(s.cycle, s.n_cycles)
+    [0 0 0 0 1 1 1 1] 2
+
+    The paper's 25-Gaussian run: ``K = 50000`` is not a multiple of ``M = 30``, so the cycles
+    have ``ceil(K / M) = 1667`` steps and the last one is truncated:
+
+    >>> s = schedules.cyclical(0.09, 50_000, n_cycles=30, explore_fraction=0.25)
+    >>> print(s.description["cycle_length"], s.n_cycles)
+    1667 30
     """
     alpha0 = positive_float("step_size", step_size)
     n = _steps(n_steps)

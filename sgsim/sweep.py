@@ -172,6 +172,28 @@ def grid(function: str | Callable, seeds: int | Sequence[int], fixed: dict | Non
         Parameters shared by every cell.
     **axes : sequence
         One list of values per varied parameter.
+
+    Examples
+    --------
+    Two step sizes times two seeds of the ready-made cell :func:`sample_cell`, run in this
+    process by :func:`compute`:
+
+    >>> from sgsim import sweep
+    >>> cells = sweep.grid(
+    ...     "sgsim.sweep:sample_cell",
+    ...     seeds=2,
+    ...     fixed={"target": "standard_gaussian", "method": "sgld", "n_steps": 500},
+    ...     step_size=[0.05, 0.1],
+    ... )
+    >>> len(cells)
+    4
+    >>> print(cells[1].params["step_size"], cells[1].seed)
+    0.05 1
+    >>> results = sweep.compute(cells)
+    >>> sorted(results[0])
+    ['final', 'mean', 'n_diverged', 'var']
+    >>> results[0]["mean"].shape
+    (2,)
     """
     seed_list = list(range(integer("seeds", seeds, low=1))) if isinstance(seeds, (int, np.integer)) else list(seeds)
     if not seed_list:
@@ -383,10 +405,37 @@ def run_sweep(
     progress : bool
         A progress bar over the cells.
 
+    Returns
+    -------
+    SweepReport
+        How many cells were found in the store and how many were computed.
+
     Raises
     ------
     SweepError
         After all other cells have finished, if some cells raised.
+
+    Examples
+    --------
+    A second run of the same sweep finds every cell in the store and computes none;
+    :meth:`Store.summary` lays the results out on the grid's axes:
+
+    >>> import tempfile
+    >>> from sgsim import sweep
+    >>> cells = sweep.grid(
+    ...     "sgsim.sweep:sample_cell",
+    ...     seeds=2,
+    ...     fixed={"target": "standard_gaussian", "method": "sgld", "n_steps": 500},
+    ...     step_size=[0.05, 0.1],
+    ... )
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     first = sweep.run_sweep(cells, tmp)
+    ...     second = sweep.run_sweep(cells, tmp)
+    ...     summary = sweep.Store(tmp).summary(cells)
+    >>> print(first.n_computed, second.n_found, second.n_computed)
+    4 4 0
+    >>> summary["mean"].dims
+    ('step_size', 'seed', 'mean_dim_0')
     """
     if executor not in EXECUTORS:
         raise ParameterError("executor", f"executor must be one of {EXECUTORS}, got {executor!r}")

@@ -54,6 +54,26 @@ def get(name: str, **kwargs) -> Target:
     ``FACTORIES`` (``"gaussian_mixture"``, ``"logistic_regression"``, ... with their
     arguments), or ``"package.module:function"``, a user's function that returns a
     :class:`Target` (see :func:`from_reference`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgsim import targets
+    >>> target = targets.get("mixture_25")
+    >>> print(target.name, target.dim, target.mode_centres.shape)
+    mixture_25 2 (25, 2)
+    >>> print(np.diag(target.second_moment).round(2))  # E x x^T = 8.03 I
+    [8.03 8.03]
+
+    A registered factory takes its arguments as keywords, and records them in
+    ``target.spec`` so that :func:`build` makes the same target again:
+
+    >>> target = targets.get("linear_gaussian", precision=[[2.0, 0.0], [0.0, 0.5]])
+    >>> print(target.extras["covariance"])
+    [[0.5 0. ]
+     [0.  2. ]]
+    >>> targets.build(target.spec).fingerprint() == target.fingerprint()
+    True
     """
     if isinstance(name, Target):
         return name

@@ -60,6 +60,23 @@ def linear_gaussian(precision, shift=None, grad_noise_cov=None, *, name="linear_
         Covariance ``V`` of the additive gradient noise (scalar means ``V I``).
     name : str
         Name recorded in results.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgsim import targets
+    >>> target = targets.linear_gaussian([[2.0, 0.0], [0.0, 0.5]], shift=[2.0, 1.0])
+    >>> print(target.mean)  # P^-1 b
+    [1. 2.]
+    >>> print(target.gradient(np.array([[0.0, 0.0]])))  # grad U = P theta - b, one row per point
+    [[-2. -1.]]
+
+    With gradient noise ``V = 0.1 I``, which emulates a stochastic gradient in :func:`sgsim.sample`:
+
+    >>> noisy = targets.linear_gaussian(np.eye(2), grad_noise_cov=0.1)
+    >>> print(noisy.grad_noise_cov)
+    [[0.1 0. ]
+     [0.  0.1]]
     """
     prec = np.atleast_2d(finite_array("precision", precision))
     if prec.ndim != 2 or prec.shape[0] != prec.shape[1] or prec.shape[0] < 1:

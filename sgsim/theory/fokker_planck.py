@@ -230,6 +230,22 @@ def stationarity_residual(g: Grid, drift, diffusion, density) -> float:
 
     With central differences it falls like ``h^2`` (by 4 per halving of ``h``) when ``pi``
     is stationary for the dynamics, and tends to a nonzero limit when it is not.
+
+    Examples
+    --------
+    The Langevin diffusion of ``U(x) = x^2 / 2`` leaves ``N(0, 1)`` stationary at temperature
+    1, and not at temperature 2:
+
+    >>> import numpy as np
+    >>> from sgsim.theory import fokker_planck as fp
+    >>> def residual(n, temperature=1.0):
+    ...     g = fp.grid(-5.0, 5.0, n)
+    ...     drift, diffusion = fp.sgld_generator(g, lambda x: x, temperature)
+    ...     return fp.stationarity_residual(g, drift, diffusion, np.exp(-0.5 * g.axes[0] ** 2))
+    >>> print(round(residual(101) / residual(201), 1))  # second order: h halved, residual / 4
+    4.0
+    >>> print(round(residual(201, temperature=2.0), 2))  # of order one, whatever h
+    1.0
     """
     r = residual(g, drift, diffusion, density)
     return float(np.nanmax(np.abs(r)) / np.max(np.asarray(density, float)))

@@ -79,6 +79,22 @@ def optimal_lr(C, n_data, batch_size) -> float:
 
     Only ``Tr C`` enters: ``C`` may be singular (softmax regression's per-example gradients sum
     to zero over the classes), though not zero.
+
+    Examples
+    --------
+    ``epsilon* = 2 * 10 * 2 / (1000 * 10) = 0.004``; half or twice that rate gives a larger KL
+    between the OU stationary law (:func:`sgsim.theory.ou.sgd_cov`) and the posterior:
+
+    >>> import numpy as np
+    >>> from sgsim.theory import kl, ou
+    >>> A, C = np.diag([1.0, 4.0]), np.diag([2.0, 8.0])
+    >>> n_data, batch_size = 1000, 10
+    >>> lr = kl.optimal_lr(C, n_data, batch_size)
+    >>> print(round(lr, 6))
+    0.004
+    >>> kls = [kl.kl_to_posterior(ou.sgd_cov(A, C, f * lr, batch_size), A, n_data) for f in (0.5, 1.0, 2.0)]
+    >>> print([round(x, 3) for x in kls])
+    [0.416, 0.223, 0.53]
     """
     c = _spd("C", C, allow_singular=True)
     if not np.trace(c) > 0:

@@ -97,6 +97,19 @@ def sgd_cov(A, C, lr, batch_size, exact: bool = False) -> np.ndarray:
     OU (eq. 13): ``A Sigma + Sigma A = (epsilon / S) C``. Exact discrete:
     ``A Sigma + Sigma A - epsilon A Sigma A = (epsilon / S) C``, stable for
     ``epsilon < 2 / lambda_max(A)`` (a larger rate raises an error). Both in ``A``'s eigenbasis.
+
+    Examples
+    --------
+    With ``A`` and ``C`` diagonal, the OU covariance is ``epsilon C_kk / (2 S lambda_k)`` and
+    the exact one ``epsilon C_kk / (S lambda_k (2 - epsilon lambda_k))``:
+
+    >>> import numpy as np
+    >>> from sgsim.theory import ou
+    >>> A, C = np.diag([1.0, 4.0]), np.eye(2)
+    >>> print(np.diag(ou.sgd_cov(A, C, lr=0.1, batch_size=10)).round(7))
+    [0.005   0.00125]
+    >>> print(np.diag(ou.sgd_cov(A, C, lr=0.1, batch_size=10, exact=True)).round(7))
+    [0.0052632 0.0015625]
     """
     a = _spd("A", A)
     c = _spd("C", C, a.shape[0], allow_singular=True)
