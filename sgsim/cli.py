@@ -595,11 +595,13 @@ def render_report(meta: dict, sections: list, pending: list) -> str:
         ("environment", meta["environment"]),
     ]
     lines = [
-        "# sgsim: the synthetic results of the cyclical SG-MCMC paper",
+        "# sgsim: the papers' results, reproduced",
         "",
-        'Zhang, Li, Zhang, Chen and Wilson, "Cyclical Stochastic Gradient MCMC for Bayesian Deep Learning". '
+        'Three papers: [cSG] "Cyclical Stochastic Gradient MCMC for Bayesian Deep Learning", [Rep] '
+        '"Stochastic Gradient MCMC with Repulsive Forces" and [SGDVI] "Stochastic Gradient Descent as '
+        'Approximate Bayesian Inference". '
         "Each section compares our numbers with the published ones and explains the differences; nothing "
-        "is tuned toward the paper (the formulas and the papers' errata: the Theory pages of the documentation).",
+        "is tuned toward a paper (the formulas and the papers' errata: the Theory pages of the documentation).",
         "",
         "| | |",
         "|---|---|",
