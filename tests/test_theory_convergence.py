@@ -36,20 +36,34 @@ CONSTS = TheoremConstants(C0=1.0, C1=2.0, C2=3.0, C3=4.0, C4=5.0, sigma=0.5)
 def test_assumption_constants_by_hand():
     # L_U = 2, B = 1, m_U = 1/2, b_U = 1, d = 2, kappa0 = 3
     c0, c1, c2 = assumption_constants(2.0, 1.0, 0.5, 1.0, 2, 3.0)
-    assert c0 == pytest.approx(4 * (3 + 2 * 1 * (1 + 2 + 2)) + 1)  # min(1, 1/m) = 1: 53
-    assert c0 == pytest.approx(53.0)
-    assert c1 == pytest.approx(6 * 4 * (53 + 2))  # 1320
+    assert c0 == pytest.approx(4 * (3 + 2 * 2 * (1 + 2 + 2)) + 1)  # default max(1, 1/m) = 2: 93
+    assert c1 == pytest.approx(6 * 4 * (93 + 2))
     assert c2 == pytest.approx(3 + 2 + 4)  # 9
-    c0_max, c1_max, c2_max = assumption_constants(2.0, 1.0, 0.5, 1.0, 2, 3.0, moment_factor="max")
-    assert c0_max == pytest.approx(4 * (3 + 2 * 2 * 5) + 1)  # max(1, 1/m) = 2: 93
-    assert c1_max == pytest.approx(24 * 95)
-    assert c2_max == c2
+    c0_min, c1_min, c2_min = assumption_constants(2.0, 1.0, 0.5, 1.0, 2, 3.0, moment_factor="min")
+    assert c0_min == pytest.approx(4 * (3 + 2 * 1 * 5) + 1)  # as printed, min(1, 1/m) = 1: 53
+    assert c1_min == pytest.approx(24 * 55)
+    assert c2_min == c2
     # they agree at m_U = 1 only; "max" is never smaller
     assert assumption_constants(2.0, 1.0, 1.0, 1.0, 2, 3.0) == assumption_constants(
-        2.0, 1.0, 1.0, 1.0, 2, 3.0, moment_factor="max"
+        2.0, 1.0, 1.0, 1.0, 2, 3.0, moment_factor="min"
     )
-    assert assumption_constants(2.0, 1.0, 2.0, 1.0, 2, 3.0)[0] == pytest.approx(4 * (3 + 1 * 5) + 1)  # 1/m = 1/2
-    assert assumption_constants(2.0, 1.0, 2.0, 1.0, 2, 3.0, moment_factor="max")[0] == pytest.approx(53.0)
+    assert assumption_constants(2.0, 1.0, 2.0, 1.0, 2, 3.0, moment_factor="min")[0] == pytest.approx(4 * 8 + 1)
+    assert assumption_constants(2.0, 1.0, 2.0, 1.0, 2, 3.0)[0] == pytest.approx(53.0)
+
+
+@pytest.mark.parametrize("moment_factor, holds", [("max", True), ("min", False)])
+def test_c0_bounds_the_iterates_second_moment_only_with_the_max_factor(moment_factor, holds):
+    # docs: erratum-assumption2. C0 must bound L_U^2 E theta_k^2 + B^2 along SGLD's iterates.
+    # U = m theta^2 / 2, m = 0.1: L_U = m_U = 0.1, B = 0, b_U small, start at 0 (kappa0 = 0),
+    # exact gradients, alpha = 0.1. The exact law's E theta_k^2 rises to 2 / (m (2 - alpha m))
+    # = 10.05; the printed factor min(1, 1/m) = 1 allows at most 2 (b_U + 1), max(1, 1/m) = 10
+    # allows 20 (b_U + 1). Deterministic (exact law), so no tolerance; "min" is the negative control.
+    m, b_u, alpha = 0.1, 1e-3, 0.1
+    c0, _, _ = assumption_constants(m, 0.0, m, b_u, 1, 0.0, moment_factor=moment_factor)
+    law = sgld_law([[m]], None, np.full(2000, alpha), init_mean=[0.0], init_cov=[[0.0]])
+    second_moment = law.cov[..., 0, 0] + law.mean[..., 0] ** 2
+    assert second_moment[-1] == pytest.approx(2 / (m * (2 - alpha * m)), rel=1e-6)
+    assert bool(np.all(m**2 * second_moment <= c0)) is holds
 
 
 def test_kappa0_gaussian_by_hand():
@@ -270,8 +284,9 @@ SCHEDULES = {
 def test_linear_gaussian_constants_follow_the_d4_recipe():
     c = linear_gaussian_constants(PREC, SHIFT, M0, S0)
     kappa0 = kappa0_gaussian(M0, S0)
-    # L_U = 1, B = 0, m_U = 1/4, b_U = 1e-12, d = 2; min(1, 1/m_U) = 1
-    assert c.C0 == pytest.approx(kappa0 + 2 * (1e-12 + 2))
+    # L_U = 1, B = 0, m_U = 1/4, b_U = 1e-12, d = 2; max(1, 1/m_U) = 4 (the printed min gives 1)
+    assert c.C0 == pytest.approx(kappa0 + 2 * 4 * (1e-12 + 2))
+    assert linear_gaussian_constants(PREC, SHIFT, M0, S0, moment_factor="min").C0 == pytest.approx(kappa0 + 2 * 2)
     assert c.C1 == pytest.approx(6 * (c.C0 + 2))
     assert c.C2 == pytest.approx(kappa0 + 4, rel=1e-12)
     assert c.C3 == pytest.approx(gaussian_w2(M0, S0, np.zeros(2), np.diag([1.0, 4.0])))
@@ -279,7 +294,7 @@ def test_linear_gaussian_constants_follow_the_d4_recipe():
     assert c.sigma == 0.0
     noisy = linear_gaussian_constants(PREC, SHIFT, M0, S0, 0.1 * np.eye(2))
     assert noisy.sigma == 0.5
-    assert noisy.C0 == pytest.approx(kappa0 + 2 * (1e-12 + 2 * 0.2 + 2) + 0.2)  # B^2 = tr V / (2 sigma)
+    assert noisy.C0 == pytest.approx(kappa0 + 2 * 4 * (1e-12 + 2 * 0.2 + 2) + 0.2)  # B^2 = tr V / (2 sigma)
     shifted = linear_gaussian_constants(PREC, [1.0, 0.0], M0, S0, moment_factor="max")
     # m_U = 1/8, b_U = 1/(2 / 4) = 2, B = 1: max(1, 1/m_U) = 8
     assert shifted.C0 == pytest.approx(kappa0 + 2 * 8 * (2 + 2 + 2) + 1)

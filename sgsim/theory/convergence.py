@@ -25,18 +25,18 @@ variance ``2 alpha``, target ``exp(-U)``). Nothing here imports an integrator.
 
 Errata carried here (:ref:`theory-errata`):
 
-- H2: the schedule sums (above).
-- H3: the prefactor is ``(6 + C2 K alpha_0 / 2)^(1/2)`` in the main text and
+- The schedule sums (above; :ref:`erratum-step-sums`).
+- The prefactor (:ref:`erratum-bound-prefactor`) is ``(6 + C2 K alpha_0 / 2)^(1/2)`` in the main text and
   ``(12 + C2 sum alpha)^(1/2)`` in Appendix C.1; Raginsky et al. (as recalled) carry a
   factor 8 on the time term. Both are parameters here: ``c_p`` (default 12, the appendix)
   and ``time_factor`` (default 1, the paper's ``C2 t``; 8 for Raginsky et al.'s form).
-- H4: the main text's SGLD bound lacks ``C2`` and prints ``pi^2 / 16`` where the appendix
+- The main text's SGLD bound (:ref:`erratum-sgld-bound`) lacks ``C2`` and prints ``pi^2 / 16`` where the appendix
   has ``pi^2 / 12 = (pi^2 / 6) / 2``; the appendix form is implemented (the main text's
   prefactor is ``c_p = 6, time_factor = 1 / C2``).
-- H5: Assumption 2 calls the noise constant both delta and sigma (``sigma`` here), writes
-  ``M^2`` for ``L_U^2`` and uses ``1 ^ 1/m_U`` in ``C0`` where Raginsky et al. have (as
-  recalled, unchecked) ``1 v 1/m_U``; see :func:`assumption_constants`.
-- H6: at fixed ``alpha_0`` the cSGLD discretisation term grows like ``K`` and the SGLD one
+- Assumption 2 (:ref:`erratum-assumption2`) calls the noise constant both delta and sigma
+  (``sigma`` here), writes ``M^2`` for ``L_U^2`` and puts ``1 ^ 1/m_U`` in ``C0``, which is
+  too small for ``m_U < 1``; ``1 v 1/m_U`` is the default here; see :func:`assumption_constants`.
+- At fixed ``alpha_0`` (:ref:`erratum-bound-grows`) the cSGLD discretisation term grows like ``K`` and the SGLD one
   like ``log K``: the theorem compares the two at equal K; it does not say that either
   bound tends to 0.
 """
@@ -194,15 +194,18 @@ def assumption_constants(
     dim: int,
     kappa0: float,
     *,
-    moment_factor: str = "min",
+    moment_factor: str = "max",
 ) -> tuple[float, float, float]:
     """``C0, C1, C2`` of [cSG] Theorem 1 from the constants of Assumption 2 (App. B, C.1).
 
     ``C0 = L_U^2 (kappa0 + 2 c_m (b_U + 2 B^2 + d)) + B^2``, ``C1 = 6 L_U^2 (C0 + d)``,
-    ``C2 = kappa0 + 2 b_U + 2 d``, with ``c_m = min(1, 1/m_U)`` as printed in [cSG] App. C.1
-    (``moment_factor="min"``) or ``max(1, 1/m_U)`` (``moment_factor="max"``), which is what
-    Raginsky et al. (2017) Lemma 3.2 has as recalled in :ref:`theory-constants`, flagged there as unchecked
-    (:ref:`erratum-assumption2`). They agree only at ``m_U = 1``; "max" is always the larger, safer constant.
+    ``C2 = kappa0 + 2 b_U + 2 d``, with ``c_m = max(1, 1/m_U)`` (``moment_factor="max"``, the
+    default) or ``min(1, 1/m_U)`` as printed in [cSG] App. C.1 (``moment_factor="min"``, kept to
+    evaluate the paper's own bound). The printed factor is wrong for ``m_U < 1``: ``C0`` must
+    bound ``L_U^2 E||theta_j||^2 + B^2`` along the iterates, and on ``U = m theta^2 / 2`` with
+    ``m < 1`` the Langevin law's second moment ``d / m`` exceeds ``kappa0 + 2 (b_U + 2 B^2 + d)``
+    for small ``b_U`` (:ref:`erratum-assumption2`). ``max(1, 1/m_U)`` is the factor of the moment
+    bound the proof borrows, and the two agree only at ``m_U = 1``.
 
     Parameters
     ----------
@@ -217,8 +220,8 @@ def assumption_constants(
         Dimension ``d >= 1``.
     kappa0 : float
         ``log E_{mu_0} exp(||w||^2)`` (v), >= 0 (Jensen); see :func:`kappa0_gaussian`.
-    moment_factor : {"min", "max"}
-        Which of ``1 ^ 1/m_U`` (the paper) and ``1 v 1/m_U`` (Raginsky et al.) to use.
+    moment_factor : {"max", "min"}
+        ``1 v 1/m_U`` (default; the bound holds) or ``1 ^ 1/m_U`` (as printed; it may not).
 
     Returns
     -------
@@ -304,7 +307,7 @@ def linear_gaussian_constants(
     grad_noise_cov=None,
     *,
     sigma: float | None = None,
-    moment_factor: str = "min",
+    moment_factor: str = "max",
     b_floor: float = 1e-12,
 ) -> TheoremConstants:
     """Computable constants of Theorem 1 for ``U = theta^T P theta / 2 - c^T theta`` (:ref:`theory-bound-remarks`).
@@ -335,7 +338,7 @@ def linear_gaussian_constants(
         ``V``, the covariance of the additive gradient noise (cSG convention).
     sigma : float, optional
         Noise constant in (0, 1) when there is gradient noise; must be 0 or None without it.
-    moment_factor : {"min", "max"}
+    moment_factor : {"max", "min"}
         Passed to :func:`assumption_constants`.
     b_floor : float
         ``b_U`` used when ``c = 0``, > 0.
@@ -455,10 +458,10 @@ def theorem1_terms(
     sum_squares : float
         ``sum_k alpha_k^2 >= 0``.
     c_p : float
-        Constant of the prefactor: 12 in Appendix C.1 (default), 6 in the main text (H3).
+        Constant of the prefactor: 12 in Appendix C.1 (default), 6 in the main text (:ref:`erratum-bound-prefactor`).
     time_factor : float
         Factor on ``C2 S`` in the prefactor: 1 as printed (default), 8 for Raginsky et al.'s
-        ``(12 + 8 C2 t)^(1/2)`` as recalled (H3).
+        ``(12 + 8 C2 t)^(1/2)`` as recalled (:ref:`erratum-bound-prefactor`).
 
     Returns
     -------
