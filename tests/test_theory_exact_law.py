@@ -7,7 +7,8 @@ test also runs a negative control, a plausible wrong law the same check must rej
 and SGHMC replicas come from the compiled integrators (``sgsim.sample``) under a cyclical
 schedule with exploration stages, so plain and momentum SGD are covered as their
 temperature-0 stages; the [SGDVI] family (preconditioned SGD, SGFS, momentum SGD in
-[SGDVI] order) has no compiled integrator yet and is simulated here in plain NumPy.
+[SGDVI] order) is simulated here in plain NumPy, a second implementation beside the
+compiled one of ``sgsim/integrators/constant_sgd.py`` (whose tests are test_constant_sgd.py).
 
 The complementary cases (point start, no noise correction, gamma_hat > 0) are in
 test_statistical.py.

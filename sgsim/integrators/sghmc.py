@@ -19,7 +19,8 @@ cycle boundaries, as in the reference code.
 
 Gradient-noise correction (``noise_correction=True``): the injected covariance becomes
 ``2 eta alpha_k T_k I - alpha_k^2 V`` so that the total is exactly ``2 eta alpha_k T_k I``
-(:func:`sgsim.dynamics.sghmc_noise`); for ``V = s^2 I`` this is ``gamma_hat_k = alpha_k s^2 / 2``,
+(:func:`sgsim.dynamics.sghmc_noise`); for ``V = s^2 I`` this is
+``gamma_hat_k = alpha_k s^2 / (2 T_k)`` (``alpha_k s^2 / 2`` at ``T = 1``),
 and it needs ``alpha_k V <= 2 eta T_k I``. It cannot be combined with a non-zero ``gamma_hat``.
 
 The exact discrete-time law on linear-Gaussian targets is :func:`sgsim.theory.sghmc_law`; at
