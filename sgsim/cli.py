@@ -11,10 +11,12 @@
     before any sampling; Ctrl-C stops within one block of steps and exits with status 130.
 ``sgsim reproduce``
     Runs the registered scripts of ``paper_figures/`` (installed as ``sgsim._paper_figures``)
-    in order: the synthetic results of "Cyclical Stochastic Gradient MCMC for Bayesian Deep
-    Learning" (Figures 1, 2, 5 and Table 4). Writes the figures and ``DIR/report.md``, which is rewritten atomically
-    after every section, so an interrupted run keeps the sections it finished. Quick by
-    default; ``--full`` uses the paper's budgets.
+    in order: the synthetic and logistic-regression results of the three papers ([cSG]
+    Figures 1, 2, 5, Tables 1 and 4; [Rep] Figures 2-5, Tables 1-3; [SGDVI] Figures 1-6,
+    Table 1; ``--list`` names them). Writes the figures, ``DIR/report.md`` and
+    ``DIR/figures.json`` (every figure with its caption, for the documentation's gallery),
+    both rewritten atomically after every section, so an interrupted run keeps the sections it
+    finished. Quick by default; ``--full`` uses the papers' budgets.
 ``sgsim --version``
     Prints the version.
 
@@ -713,6 +715,10 @@ def _cmd_reproduce(args, parser, argv) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``sgsim`` command with ``argv`` (``sys.argv[1:]`` by default); return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    # a target given as 'module:function' is looked up from the working directory too, as
+    # `python -m sgsim` would (the installed script's path holds only its own folder)
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -1018,6 +1018,7 @@ def replay(source, *, target=None, n_threads=None, progress=False):
     if "run_spec" in idata.groups():
         arrays = {name: idata["run_spec"][name].values for name in idata["run_spec"].data_vars}
     spec = _spec.decode(idata.attrs["sgsim_config"], arrays)
+    rebuilt = target is None
     if target is None:
         if spec.target is None:
             raise ParameterError(
@@ -1029,7 +1030,7 @@ def replay(source, *, target=None, n_threads=None, progress=False):
     if target.fingerprint() != spec.target_fingerprint:
         raise ParameterError(
             "target",
-            f"the target {'rebuilt from the result' if target is None else 'given'} is not the one sampled "
+            f"the target {'rebuilt from the result' if rebuilt else 'given'} is not the one sampled "
             f"({spec.target_name!r}): its parameters, noise or initial box differ",
         )
     schedule = from_description(spec.schedule, spec.schedule_arrays)

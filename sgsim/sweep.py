@@ -447,8 +447,8 @@ def run_sweep(
     pending = [c for c in unique if not store.done(c)]
     report = SweepReport(len(unique), len(unique) - len(pending), 0, executor)
     failures: dict[Cell, str] = {}
-    from tqdm.auto import tqdm
-
+    # tqdm.auto warns in a notebook without ipywidgets even when the bar is disabled
+    tqdm = importlib.import_module("tqdm.auto" if progress else "tqdm").tqdm
     bar = tqdm(total=len(unique), initial=report.n_found, desc="cells", unit="cell", disable=not progress)
 
     def finish(cell: Cell, result=None, error: BaseException | None = None) -> None:

@@ -6,6 +6,7 @@ theory-linear-gaussian.
 """
 
 import math
+import re
 from dataclasses import replace
 
 import numba
@@ -224,6 +225,9 @@ def test_plain_python_gradient_is_rejected():
     with pytest.raises(ValueError, match="finite differences") as info:
         replace(base, log_density_fn=numba.njit(lambda theta, params: 0.0))
     assert info.value.parameter == "grad_u"
+    # the point is printed to 4 digits, on one line
+    point = re.search(r"at theta = (\[[^\]]*\])", str(info.value)).group(1)
+    assert "\n" not in point and all(len(x.split(".")[-1]) <= 4 for x in point.strip("[]").split())
 
 
 def test_registry():

@@ -122,6 +122,21 @@ def test_sgsim_run_takes_a_user_target_and_factory_arguments(tmp_path, capsys):
     assert "KEY=VALUE" in capsys.readouterr().err
 
 
+def test_the_sgsim_script_finds_a_user_module_in_the_working_directory(tmp_path):
+    # README: `sgsim run --target mybanana:banana` from the folder that holds mybanana.py
+    script = Path(sys.executable).with_name("sgsim")
+    if not script.exists():
+        pytest.skip("the sgsim script is not installed beside this Python")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    args = [str(script), "run", "--target", "user_banana:banana", "--method", "sgld", "--n-steps", "200",
+            "--step-size", "0.02", "--seed", "1", "--out", str(tmp_path / "b"), "--quiet"]  # fmt: skip
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=TESTS)
+    assert proc.returncode == 0, proc.stderr
+    # negative control: from another folder the module is not found, and the error says so
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode != 0 and "cannot import 'user_banana'" in proc.stderr
+
+
 def test_the_readme_banana_runs_as_printed():
     text = (TESTS.parent / "README.md").read_text()
     section = text[text.index("### A target of your own") :]

@@ -476,7 +476,8 @@ def check_functions(target: Target) -> None:
             said = " (it returned a value: it must write into out instead)" if returned is not None else ""
             raise ParameterError(
                 "grad_u",
-                f"grad_u(theta, params, out) left out without a finite gradient at theta = {np.array2string(x, 4)}"
+                "grad_u(theta, params, out) left out without a finite gradient at theta = "
+                f"{np.array2string(x, precision=4)}"
                 f"{said}",
             )
 
@@ -489,7 +490,7 @@ def check_functions(target: Target) -> None:
                 raise ParameterError(
                     "log_density_fn",
                     f"log_density_fn(theta, params) must return a finite number, got {value!r} "
-                    f"at theta = {np.array2string(z, 4)}",
+                    f"at theta = {np.array2string(z, precision=4)}",
                 )
             return -float(value)
 
@@ -510,7 +511,8 @@ def check_functions(target: Target) -> None:
                 raise ParameterError(
                     "grad_u",
                     f"grad_u disagrees with the finite differences of -log_density_fn in coordinate {i} at theta = "
-                    f"{np.array2string(x, 4)}: grad_u gives {out[i]:.6g}, -d log p / d theta_{i} = {fine:.6g} "
+                    f"{np.array2string(x, precision=4)}: grad_u gives {out[i]:.6g}, "
+                    f"-d log p / d theta_{i} = {fine:.6g} "
                     f"(tolerance {tol:.2g}). grad_u must be the gradient of U = -log p, written into out",
                 )
     if target.stochastic_grad_u is not None:
