@@ -67,3 +67,16 @@ def test_running_moments_and_final_particles_have_the_figures_shapes():
     assert np.all(est[:, 1] >= est[:, 0] ** 2 - 1e-12)  # a running E z^2 is at least (E z)^2 over the same draws
     pts = rs.final_particles("sgld", seed=1, n_steps=50)
     assert pts.shape == (20, 2) and np.all(np.isfinite(pts))
+
+
+@pytest.mark.parametrize("method", ["sgld", "sgld_repulsive"])
+def test_snapshots_are_the_states_after_steps_thin_2thin_and_so_on(method):
+    # Figure 5 shows the particles after n_steps; Figures 3-4 put snapshot j at step (j + 1) thin
+    from sgsim.experiments import repulsive_synthetic as rs
+
+    every = rs._snapshots("MoG", method, 20, 30, 4, 1)  # the state after each of the 30 steps
+    assert every.shape == (30, 20, 2)
+    assert np.array_equal(rs._snapshots("MoG", method, 20, 30, 4, 10), every[[9, 19, 29]])
+    final = rs.final_particles(method, seed=4, n_steps=30)
+    assert np.array_equal(final, every[-1])
+    assert not np.allclose(final, every[0])  # negative control: not the state after the first step

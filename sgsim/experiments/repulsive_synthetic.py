@@ -154,7 +154,11 @@ def run_synthetic(name: str, method: str, n_runs: int, seed: int) -> SyntheticRu
 
 
 def _snapshots(name: str, method: str, n_part: int, n_steps: int, seed: int, thin: int) -> np.ndarray:
-    """Every ``thin``-th state of one run from step ``thin``: shape (snapshots, L, d).
+    """The states after steps ``thin, 2 thin, ..., n_steps`` of one run: shape (snapshots, L, d).
+
+    The run keeps every state and the slice picks the snapshots: ``sample(..., thin=thin)``
+    would keep the states after steps ``1, 1 + thin, ...`` instead, which for Figure 5
+    (``thin = n_steps``) is the state after the first step.
 
     With more particles than the setting's, both samplers take the step times ``L_setting / L``:
     SGLD+R's ``epsilon lambda_max(K)`` can reach ``epsilon L``, which the setting keeps stable.
@@ -163,11 +167,11 @@ def _snapshots(name: str, method: str, n_part: int, n_steps: int, seed: int, thi
     step = step * min(1.0, base / n_part)
     target = factory()
     if method == "sgld":
-        res = sample(target, "sgld", n_steps, n_chains=n_part, step_size=step, seed=seed, thin=thin, progress=False)
-        return np.moveaxis(res.posterior["theta"].values, 0, 1)
-    res = sample(target, method, n_steps, n_particles=n_part, normalise=False, step_size=step, seed=seed, thin=thin,
+        res = sample(target, "sgld", n_steps, n_chains=n_part, step_size=step, seed=seed, progress=False)
+        return np.moveaxis(res.posterior["theta"].values, 0, 1)[thin - 1 :: thin]
+    res = sample(target, method, n_steps, n_particles=n_part, normalise=False, step_size=step, seed=seed,
                  progress=False)  # fmt: skip
-    return res.posterior["theta"].values[0]
+    return res.posterior["theta"].values[0][thin - 1 :: thin]
 
 
 def moments_cell(n_part: int, method: str, n_steps: int, thin: int, seed: int) -> dict:
