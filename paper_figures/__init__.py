@@ -36,7 +36,8 @@ class FigureEntry:
     name : str
         Module name in ``sgsim._paper_figures`` and the name ``sgsim reproduce --only`` takes.
     title : str
-        Section title in the report.
+        Section title in the report and in the progress lines of ``sgsim reproduce``; every
+        script's ``TITLE`` is read from here, and titles are distinct.
     """
 
     name: str
@@ -56,13 +57,20 @@ FIGURES: tuple[FigureEntry, ...] = (
     FigureEntry("cyclical_table4_coverage", "Table 4: mode coverage on the 25-Gaussian mixture"),
     FigureEntry("cyclical_table1_ess", "Table 1: median ESS, Bayesian logistic regression (Australian, German, Heart)"),
     FigureEntry(
-        "cyclical_table1_frontier", "Table 1 as a frontier: ESS against accuracy on Bayesian logistic regression"
+        "cyclical_table1_frontier",
+        "Frontier behind Table 1: median ESS against accuracy on Bayesian logistic regression",
     ),
     FigureEntry(
         "repulsive_table1_gaussian", "[Rep] Figure 2 and Table 1: six particles on a Gaussian, SVGD and SGLD+R"
     ),
-    FigureEntry("repulsive_tables23_synthetic", "[Rep] Tables 2 and 3: ESS and error of E[X], SGLD vs SGLD+R"),
-    FigureEntry("repulsive_figs345", "[Rep] Figures 3-5: running moments on the exponential mixture, particles on 3x3"),
+    FigureEntry(
+        "repulsive_tables23_synthetic",
+        "[Rep] Tables 2 and 3: ESS and error of E[X], SGLD vs SGLD+R on two synthetic targets",
+    ),
+    FigureEntry(
+        "repulsive_figs345",
+        "[Rep] Figures 3-5: running moments on the exponential mixture; particles on the 3x3 mixture",
+    ),
     FigureEntry("sgdvi_fig6_vem", "[SGDVI] Figure 6: the prior precision chosen by variational EM with constant SGD"),
     FigureEntry("sgdvi_figs12_covariances", "[SGDVI] Figures 1 and 2: constant SGD's covariance against the OU model"),
     FigureEntry("sgdvi_table1_kl", "[SGDVI] Table 1: KL divergence to the posterior of constant SGD, SGLD and SGFS"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -11,6 +12,8 @@ from pathlib import Path
 
 from sgsim.experiments.cyclical_synthetic import N_RUNS, N_STEPS
 
+from ._style import check_figure, paper_style
+
 __all__ = [
     "DEFAULT_SEED",
     "Section",
@@ -18,6 +21,7 @@ __all__ = [
     "budget",
     "describe_mode",
     "md_table",
+    "plain_refs",
     "new_figure",
     "save",
     "script_main",
@@ -38,13 +42,17 @@ class Section:
     name, title : str
         The registry name and the section title.
     markdown : str
-        The body: text and a ``quantity | paper value | ours | note`` table.
+        The body: text and a ``quantity | paper value | ours | note`` table. MyST references
+        that it takes from the experiments' descriptions are written as plain labels
+        (:func:`plain_refs`), because the report is read outside the documentation too.
     figures : list of str
         PNG file names, relative to the output directory.
     captions : dict of str to str
-        A caption for each file of ``figures``: what is drawn and what to look at, in a few
-        sentences of Markdown (``$...$`` for mathematics). The documentation's gallery shows
-        each figure with its caption and refuses a figure without one.
+        A caption for each file of ``figures``: what is drawn, its settings and how to read it,
+        in two to four sentences of Markdown (``$...$`` for mathematics). The documentation's
+        gallery shows each figure with its caption and refuses a figure without one, so a
+        section refuses it too (ValueError); keys of other files are dropped, so that a script
+        can pass its whole static ``CAPTIONS``.
     elapsed_s : float
         Wall time of the script, compilation included.
     """
@@ -55,6 +63,13 @@ class Section:
     figures: list[str] = field(default_factory=list)
     captions: dict[str, str] = field(default_factory=dict)
     elapsed_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        missing = [f for f in self.figures if not self.captions.get(f, "").strip()]
+        if missing:
+            raise ValueError(f"section {self.name}: figures without a caption: {', '.join(missing)}")
+        self.captions = {f: self.captions[f] for f in self.figures}
+        self.markdown = plain_refs(self.markdown)
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,14 @@ def _cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+_REF = re.compile(r"\{ref\}`(?:[^`<]*<)?([\w-]+)>?`")
+
+
+def plain_refs(text: str) -> str:
+    """``text`` with each MyST ``ref`` role written as its label in backquotes and "(documentation)"."""
+    return _REF.sub(r"`\1` (documentation)", text)
+
+
 def md_table(rows: Sequence[Sequence], header: Sequence[str] = TABLE_HEADER) -> str:
     """A Markdown table; ``|`` in cells is escaped."""
     lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
@@ -99,7 +122,11 @@ def md_table(rows: Sequence[Sequence], header: Sequence[str] = TABLE_HEADER) -> 
 
 
 def new_figure(*args, **kwargs):
-    """A matplotlib figure drawn by the Agg canvas, outside pyplot's global state."""
+    """A matplotlib figure drawn by the Agg canvas, outside pyplot's global state.
+
+    Call it inside a ``draw`` function decorated with ``_style.styled``, so that the figure
+    takes the shared settings (constrained layout among them).
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -108,11 +135,21 @@ def new_figure(*args, **kwargs):
     return fig
 
 
-def save(fig, out_dir: Path, name: str, dpi: int = 120) -> str:
-    """Write ``fig`` to ``out_dir/name`` atomically; return ``name``."""
+def save(fig, out_dir: Path, name: str) -> str:
+    """Write ``fig`` to ``out_dir/name`` atomically, in the shared style; return ``name``.
+
+    Raises
+    ------
+    ValueError
+        When the figure breaks a rule of ``_style.check_figure`` (nothing is written).
+    """
     from sgsim.io import atomic_savefig
 
-    atomic_savefig(fig, Path(out_dir) / name, dpi=dpi, bbox_inches="tight")
+    with paper_style():
+        problems = check_figure(fig)
+        if problems:
+            raise ValueError(f"figure {name} breaks the figure style rules:\n- " + "\n- ".join(problems))
+        atomic_savefig(fig, Path(out_dir) / name)
     return name
 
 

@@ -1,20 +1,63 @@
-"""Drawing and reporting the density figures of [cSG] (Figures 2 and 5), shared by both scripts."""
+"""Drawing, captioning and reporting the density figures of [cSG] (Figures 2 and 5), shared by both scripts."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from sgsim.experiments.cyclical_synthetic import DensityComparison, MethodRun
+from sgsim.experiments.cyclical_synthetic import (
+    N_STEPS,
+    RADIUS,
+    SETTINGS,
+    THRESHOLD,
+    DensityComparison,
+    MethodRun,
+    Setting,
+)
 
 from ._common import md_table, new_figure
+from ._style import COLOURS, density_colorbar, density_norm, legend_below, styled
 
 LABELS = {"sgld": "SGLD", "csgld": "cSGLD"}
 
 
+def _plain(text: str) -> str:
+    """``text`` without MyST cross-references, for a figure: matplotlib cannot render a role."""
+    text = re.sub(r"\s+(?:of|in|as read in)\s+\{ref\}`[^`]*`", "", text)
+    return re.sub(r"\{ref\}`(?:[^`<]*<)?([\w-]+)>?`", r"\1", text)
+
+
+def _schedules(s: Setting) -> str:
+    """Both schedules of a setting, in Markdown mathematics."""
+    csgld = f"$\\alpha_0 = {s.step_size:g}$, $M = {s.n_cycles}$ cycles, $\\beta = {s.explore_fraction:g}$"
+    if s.skip_per_cycle:
+        csgld += f", the first {s.skip_per_cycle} steps of each cycle not collected"
+    decay = f"{s.sgld_scale:g}\\,k^{{-{s.sgld_gamma:g}}}"
+    if s.sgld_hold:
+        a, h = f"{s.sgld_scale:g}", s.sgld_hold
+        decay = f"{a}\\,(k - {h})^{{-{s.sgld_gamma:g}}}$ after {h} steps at ${a}"
+    return f"cSGLD {csgld}; SGLD $\\alpha_k = {decay}$"
+
+
+def caption(figure_number: int, setting: str, n_chains: int) -> str:
+    """The caption of Figure 2 or 5 in one setting (static: nothing in it depends on a run)."""
+    s = SETTINGS[setting]
+    chains = f"{n_chains} parallel chains" if n_chains > 1 else "a single chain"
+    where = "the paper's setting" if setting == "paper" else "the setting of the authors' reference code"
+    return (
+        f"[cSG] Figure {figure_number} in {where}: (a) the density of the 25-Gaussian mixture (§5.1); (b) and (c) "
+        f"the histograms of the draws of SGLD and cSGLD from {chains} of {N_STEPS:,} iterations "
+        f"({_schedules(s)}; exact gradients plus $\\mathcal{{N}}(0, I)$ noise). Each panel has its own colour "
+        f"bar on a power scale ($\\gamma = 0.4$) that keeps faint modes visible; crosses mark the initial points "
+        f"that lie inside the frame. A panel title counts the modes covered by Table 4's metric (more than "
+        f"{THRESHOLD} draws within $r = {RADIUS:g}$ of a centre); compare it with the 25 modes of panel (a)."
+    )
+
+
+@styled
 def draw(dc: DensityComparison, figure_number: int):
     """Target density, SGLD and cSGLD side by side, as in the paper's Figures 2 and 5."""
-    from matplotlib.colors import PowerNorm
-
     fig = new_figure(figsize=(12, 4.6))
     axes = fig.subplots(1, 3)
     lo, hi = dc.edges[0], dc.edges[-1]
@@ -25,25 +68,34 @@ def draw(dc: DensityComparison, figure_number: int):
         title = f"({letter}) {LABELS[key]}, {chains}: {run.coverage}/25 covered"
         panels.append((title, run.histogram, run))
     for ax, (title, image, run) in zip(axes, panels, strict=True):
-        # a power norm keeps faint modes visible next to heavily sampled ones
-        norm = PowerNorm(gamma=0.4, vmin=0.0, vmax=max(float(image.max()), 1e-12))
-        ax.imshow(image.T, origin="lower", extent=(lo, hi, lo, hi), cmap="viridis", norm=norm, interpolation="nearest")
+        im = ax.imshow(
+            image.T, origin="lower", extent=(lo, hi, lo, hi), norm=density_norm(image.max()), interpolation="nearest"
+        )
+        density_colorbar(fig, im, ax)
         if run is not None:
             inside = np.all((run.init > lo) & (run.init < hi), axis=1)
-            ax.scatter(*run.init[inside].T, marker="x", s=30, c="white", lw=1.2, label="initial points")
-        ax.set_title(title, fontsize=10)
+            ax.scatter(
+                *run.init[inside].T,
+                marker="x",
+                s=40,
+                c=COLOURS["vermillion"],
+                lw=1.5,
+                label="initial points inside the frame",
+            )
+        ax.set_title(title)
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_aspect("equal")
         ax.set_xticks(np.arange(-6, 7, 2))
         ax.set_yticks(np.arange(-6, 7, 2))
+        ax.set_xlabel(r"$\theta_1$")
+        ax.set_ylabel(r"$\theta_2$")
+    legend_below(fig, *axes[1].get_legend_handles_labels())
     s = dc.setting
     fig.suptitle(
-        f"[cSG] Figure {figure_number}, {s.name} setting: {dc.n_steps:,} iterations x {chains}\n"
-        f"cSGLD: {s.describe_csgld()}\nSGLD: {s.describe_sgld()}; {s.describe_noise()}",
-        fontsize=10,
+        f"[cSG] Figure {figure_number}, {s.name} setting: {dc.n_steps:,} iterations × {chains}\n"
+        f"cSGLD: {s.describe_csgld()}\nSGLD: {s.describe_sgld()}; {_plain(s.describe_noise())}"
     )
-    fig.tight_layout()
     return fig
 
 
@@ -75,7 +127,7 @@ def preamble(dc_list: list[DensityComparison]) -> str:
         f"Run 0 of Table 4's runs with {dc_list[0].n_chains} chain(s) per method, "
         f"{dc_list[0].n_steps:,} iterations per chain. Colour: density estimate from a "
         f"{dc_list[0].edges.size - 1}^2 histogram on [{dc_list[0].edges[0]:g}, {dc_list[0].edges[-1]:g}]^2 "
-        "(power scale, gamma 0.4); white crosses: initial points inside the frame (they are drawn from "
+        "(power scale, gamma 0.4); crosses: initial points inside the frame (they are drawn from "
         "U([-10, 10]^2)). 'Covered' is Table 4's metric (more than "
         f"{dc_list[0].threshold} draws within r = {dc_list[0].radius:g} of a centre); 'visited' counts modes "
         "with at least one draw within r. The paper counts 'discovered' modes by eye.",

@@ -4,7 +4,7 @@ Sampling the mixture of 25 Gaussians (§5.1) with 4 parallel chains of 50k itera
 the target density, (b) SGLD with decreasing step sizes, (c) cSGLD. The caption: "traditional
 SGLD in (b) has only discovered 4 of the 25 modes, while our cSGLD in (c) has fully
 explored the distribution". Drawn for the paper's and the reference code's settings
-(THEORY B1).
+(docs: theory-mixture-25).
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from pathlib import Path
 
 from sgsim.experiments.cyclical_synthetic import N_PARALLEL, SETTINGS, density_comparison
 
-from . import _density
+from . import _density, get_entry
 from ._common import DEFAULT_SEED, Section, budget, save, script_main
 
 NAME = "cyclical_fig2_parallel"
-TITLE = "Figure 2: 25-Gaussian mixture, 4 parallel chains"
+TITLE = get_entry(NAME).title
 PAPER_CLAIMS = {"sgld": "4 of 25 (caption)", "csgld": "25 of 25, 'fully explored' (caption)"}
+CAPTIONS = {f"{NAME}_{name}.png": _density.caption(2, name, N_PARALLEL) for name in SETTINGS}
 
 
 def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DEFAULT_SEED) -> Section:
@@ -41,7 +42,7 @@ def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DE
         f"describes. As many exact iid draws would cover at least {oracle:.1f} modes (binomial oracle, "
         "notes column), so a shortfall comes from mixing, not from the metric."
     )
-    return Section(NAME, TITLE, "\n".join(body), figures)
+    return Section(NAME, TITLE, "\n".join(body), figures, CAPTIONS)
 
 
 if __name__ == "__main__":

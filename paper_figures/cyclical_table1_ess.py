@@ -26,22 +26,39 @@ from sgsim.experiments.cyclical_logistic import (
     ess_table,
 )
 
+from . import get_entry
 from ._common import DEFAULT_SEED, Section, budget, md_table, new_figure, save, script_main
+from ._style import COLOURS, legend_below, styled
 
 NAME = "cyclical_table1_ess"
-TITLE = "Table 1: median ESS, Bayesian logistic regression (Australian, German, Heart)"
+TITLE = get_entry(NAME).title
 
 #: The main setting and the sensitivity check (module docstring of the experiment).
 SENSITIVITY = Settings(step_rule="stability")
+CAPTIONS = {
+    f"{NAME}.png": (
+        f"Median over parameters of the bulk effective sample size (ESS) of {DEFAULT.n_samples:,} draws kept "
+        f"after {DEFAULT.n_burn_in:,} burn-in iterations, for SGLD, cSGLD, SGHMC and cSGHMC on Bayesian logistic "
+        "regression, one panel per data set ($d$: number of parameters), on a logarithmic axis. Small dots are "
+        f"single runs ({budget(False).ess_runs} per cell in quick mode, {budget(True).ess_runs} in full mode) and "
+        "circles with bars their mean ± standard error, with the main step-size rule (noise rule, blue) and the "
+        "sensitivity check (stability rule, orange); black squares are the paper's Table 1. The dotted line marks "
+        f"{DEFAULT.n_samples:,}, the number of draws per run, which is the ESS of as many independent draws."
+    )
+}
 
 
+@styled
 def draw(main: ESSTable, check: ESSTable):
     """Per data set: each run's median ESS (dots), mean ± SE (bars) and the paper's (black)."""
-    fig = new_figure(figsize=(10, 3.8))
+    fig = new_figure(figsize=(10.5, 4.4))
     axes = fig.subplots(1, len(DATASET_ORDER), sharey=True)
     rng = np.random.default_rng(0)  # jitter of the dots only
     methods = [a[0] for a in ALGORITHMS]
-    styles = (("noise rule (main)", main, "#1f77b4", -0.2), ("stability rule (check)", check, "#ff7f0e", 0.0))
+    styles = (
+        ("noise rule (main)", main, COLOURS["blue"], -0.2),
+        ("stability rule (check)", check, COLOURS["orange"], 0.0),
+    )
     for ax, name in zip(axes, DATASET_ORDER, strict=True):
         for i, method in enumerate(methods):
             for label, table, colour, offset in styles:
@@ -49,21 +66,27 @@ def draw(main: ESSTable, check: ESSTable):
                 if row is None:
                     continue
                 x = i + offset
-                ax.scatter(x + rng.uniform(-0.04, 0.04, row.median_ess.size), row.median_ess, s=8, color=colour, lw=0)
+                first = i == 0
+                ax.scatter(x + rng.uniform(-0.04, 0.04, row.median_ess.size), row.median_ess, s=8, color=colour,
+                           lw=0, label=f"ours, single runs, {label}" if first else None)  # fmt: skip
                 se = row.se if np.isfinite(row.se) else 0.0
-                ax.errorbar(
-                    x, row.mean, yerr=se, fmt="o", ms=5, color=colour, capsize=3, label=label if i == 0 else None
-                )
-            ax.plot(i + 0.2, PAPER_TABLE1[(name, method)], "s", color="black", ms=5, label="paper" if i == 0 else None)
+                ax.errorbar(x, row.mean, yerr=se, fmt="o", ms=5, color=colour, capsize=3,
+                            label=f"ours, mean ± SE, {label}" if first else None)  # fmt: skip
+            ax.plot(i + 0.2, PAPER_TABLE1[(name, method)], "s", color=COLOURS["black"], ms=5,
+                    label="paper, Table 1" if i == 0 else None)  # fmt: skip
         ax.set_yscale("log")
+        ax.tick_params(labelleft=True)  # shared scale, but every panel readable alone
         ax.set_xticks(range(len(methods)))
-        ax.set_xticklabels([a[1] for a in ALGORITHMS], fontsize=8)
-        ax.set_title(f"{name} (d = {main.datasets[name].dim})", fontsize=9)
-        ax.axhline(main.settings.n_samples, color="grey", lw=0.8, ls=":")
-    axes[0].set_ylabel("median ESS (ArviZ bulk) of 5000 draws")
-    axes[0].legend(fontsize=7, loc="lower left", frameon=False)
-    fig.suptitle(f"[cSG] Table 1: median ESS, {main.n_runs} runs per cell", fontsize=10)
-    fig.tight_layout()
+        ax.set_xticklabels([a[1] for a in ALGORITHMS])
+        ax.set_xlabel("sampler")
+        ax.set_ylabel("median ESS")
+        ax.set_title(f"{name} ($d$ = {main.datasets[name].dim})")
+        ax.axhline(main.settings.n_samples, color=COLOURS["grey"], lw=0.8, ls=":",
+                   label=f"{main.settings.n_samples:,} draws per run: the ESS of independent draws"
+                   if name == DATASET_ORDER[0] else None)  # fmt: skip
+    axes[0].set_ylabel(f"median ESS (ArviZ bulk) of {main.settings.n_samples:,} draws")
+    legend_below(fig, *axes[0].get_legend_handles_labels())
+    fig.suptitle(f"[cSG] Table 1: median ESS, {main.n_runs} runs per cell")
     return fig
 
 
@@ -192,7 +215,7 @@ def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DE
     main = ess_table(DATASET_ORDER, n_runs=n_runs, seed=seed, settings=DEFAULT, progress=progress)
     check = ess_table(DATASET_ORDER, n_runs=n_runs, seed=seed, settings=SENSITIVITY, progress=progress)
     figure = save(draw(main, check), out_dir, f"{NAME}.png")
-    return Section(NAME, TITLE, report(main, check, figure), [figure])
+    return Section(NAME, TITLE, report(main, check, figure), [figure], CAPTIONS)
 
 
 if __name__ == "__main__":

@@ -13,41 +13,68 @@ import numpy as np
 
 from sgsim.experiments.ess_frontier import METHODS, PAPER_TABLE1, PROTOCOLS, Frontier, frontier
 
+from . import get_entry
 from ._common import DEFAULT_SEED, Section, md_table, new_figure, save, script_main
+from ._style import COLOURS, legend_below, styled
 
 NAME = "cyclical_table1_frontier"
-TITLE = "Table 1 as a frontier: ESS against accuracy on Bayesian logistic regression"
-COLOURS = dict(zip(METHODS, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=True))
+TITLE = get_entry(NAME).title
+METHOD_COLOURS = dict(zip(METHODS, (COLOURS[c] for c in ("blue", "orange", "green", "vermillion")), strict=True))
+METHOD_LABELS = {"sgld": "SGLD", "sghmc": "SGHMC", "csgld": "cSGLD", "csghmc": "cSGHMC"}
 MARKERS = dict(zip(PROTOCOLS, ("o", "s", "^", "D", "*"), strict=True))
+#: Draws kept per run, as in the paper's Table 1.
+N_SAMPLES = 5000
+#: Seeds per point and MALA steps of the reference, quick and full mode.
+N_SEEDS = {False: 1, True: 5}
+REFERENCE_STEPS = {False: 10_000, True: 40_000}
+CAPTIONS = {
+    f"{NAME}.png": (
+        "Each point is one sampler (colour) run with one protocol (marker: minibatch size, step-size rule, "
+        f"friction, thinning) on one data set (columns): its median ESS of {N_SAMPLES:,} draws (x) against the "
+        "accuracy of its draws relative to an exact reference from preconditioned MALA (y): the largest error of a "
+        "posterior mean in units of the exact posterior standard deviation (top) and the median ratio of sampled "
+        "to exact standard deviation (bottom). Values are means over "
+        f"{N_SEEDS[False]} seed in quick mode and {N_SEEDS[True]} in full mode. Dotted vertical lines mark each "
+        "sampler's ESS in the paper's Table 1, in its colour, and the grey line in the bottom row a ratio of 1 "
+        "(the exact spread); both axes are logarithmic."
+    )
+}
 
 
+@styled
 def draw(res: Frontier) -> object:
     """Per data set (columns): mean error (top) and spread ratio (bottom) against median ESS."""
+    from matplotlib.lines import Line2D
+
     datasets = list(res.references)
-    fig = new_figure(figsize=(4.2 * len(datasets), 7))
-    axes = np.atleast_2d(fig.subplots(2, len(datasets), sharex="col", squeeze=False))
+    methods = [m for m in METHODS if any(p.method == m for p in res.points)]
+    fig = new_figure(figsize=(max(3.8 * len(datasets) + 0.6, 9.0), 7.4))  # the legend needs 9 inches
+    axes = np.atleast_2d(fig.subplots(2, len(datasets), squeeze=False))
     for col, d in enumerate(datasets):
         top, bottom = axes[0, col], axes[1, col]
         for p in (q for q in res.points if q.dataset == d):
             x = float(np.mean(p.ess_median))
-            kw = dict(color=COLOURS[p.method], marker=MARKERS[p.protocol], ms=7, ls="none")
+            kw = dict(color=METHOD_COLOURS[p.method], marker=MARKERS[p.protocol], ms=7, ls="none")
             top.plot([x], [float(np.mean(p.mean_error))], **kw)
             bottom.plot([x], [float(np.mean(p.sd_ratio))], **kw)
-        for m in METHODS:
+        for m in methods:
             for ax in (top, bottom):
-                ax.axvline(PAPER_TABLE1[(d, m)], color=COLOURS[m], ls=":", lw=1)
-        bottom.axhline(1.0, color="grey", lw=0.8)
+                ax.axvline(PAPER_TABLE1[(d, m)], color=METHOD_COLOURS[m], ls=":", lw=1.2)
+        bottom.axhline(1.0, color=COLOURS["grey"], lw=0.8)
         for ax in (top, bottom):
             ax.set_xscale("log")
             ax.set_yscale("log")
-        top.set_title(f"{d} (dotted: the paper's ESS per method)", fontsize=9)
+            ax.set_xlabel(f"median ESS of {res.n_samples:,} draws")
+        top.set_title(f"{d}: error of the means")
+        bottom.set_title(f"{d}: spread of the draws")
         top.set_ylabel("max |mean - exact| / exact sd")
         bottom.set_ylabel("median sd / exact sd")
-        bottom.set_xlabel(f"median ESS of {res.n_samples} draws")
-    handles = [axes[0, 0].plot([], [], color=c, ls="-", label=m)[0] for m, c in COLOURS.items()]
-    handles += [axes[0, 0].plot([], [], color="black", marker=mk, ls="none", label=p)[0] for p, mk in MARKERS.items()]
-    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8, bbox_to_anchor=(0.5, -0.04))
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    handles = [Line2D([], [], color=c, ls=":", lw=1.2, label=f"{METHOD_LABELS[m]} (dotted: the paper's ESS)")
+               for m, c in METHOD_COLOURS.items() if m in methods]  # fmt: skip
+    handles += [Line2D([], [], color=COLOURS["black"], marker=mk, ls="none", label=p) for p, mk in MARKERS.items()]
+    handles.append(Line2D([], [], color=COLOURS["grey"], lw=0.8, label="sd ratio 1: the exact spread"))
+    legend_below(fig, handles, [h.get_label() for h in handles], ncol=4 if len(datasets) > 2 else 3)
+    fig.suptitle("Table 1 of [cSG] as a frontier: ESS against accuracy, per sampler and protocol")
     return fig
 
 
@@ -114,9 +141,10 @@ def report(res: Frontier, figure: str) -> str:
 
 def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DEFAULT_SEED) -> Section:
     """Compute the frontier; draw it; return the report section."""
-    res = frontier(n_seeds=5 if full else 1, reference_steps=40_000 if full else 10_000, seed=seed, progress=progress)
+    res = frontier(n_seeds=N_SEEDS[full], n_samples=N_SAMPLES, reference_steps=REFERENCE_STEPS[full], seed=seed,
+                   progress=progress)  # fmt: skip
     figure = save(draw(res), out_dir, f"{NAME}.png")
-    return Section(NAME, TITLE, report(res, figure), [figure])
+    return Section(NAME, TITLE, report(res, figure), [figure], CAPTIONS)
 
 
 if __name__ == "__main__":

@@ -23,37 +23,57 @@ from sgsim.experiments.repulsive_gaussian import (
     stationary_sd,
 )
 
+from . import get_entry
 from ._common import DEFAULT_SEED, Section, md_table, new_figure, save, script_main
+from ._style import COLOURS, legend_below, styled
 
 NAME = "repulsive_table1_gaussian"
-TITLE = "[Rep] Figure 2 and Table 1: six particles on a Gaussian, SVGD and SGLD+R"
+TITLE = get_entry(NAME).title
 METHODS = (("svgd", "SVGD"), ("sgld_repulsive", "SGLD+R"))
+CAPTIONS = {
+    f"{NAME}.png": (
+        f"Paths of {N_PARTICLES} particles started at $(3, 3) + 0.25\\,\\xi$ ($\\xi$ standard normal) over "
+        f"{N_STEPS} steps of size {STEP_SIZE} (one run), for SVGD (left) and SGLD with repulsive forces (SGLD+R, "
+        "right), both with kernel bandwidth "
+        f"{BANDWIDTH:g} and no $1/L$ factor. Top: the recipe of the paper's code, whose target is "
+        "$\\mathcal{N}(0, I/2)$; bottom: the target the paper names, $\\mathcal{N}(0, I)$. Grey circles mark 1 "
+        "(solid) and 2 (dashed) target standard deviations and black dots the final positions; SVGD moves the "
+        "particles deterministically, so its paths are smooth, while SGLD+R's carry injected noise."
+    )
+}
 
 
+@styled
 def draw(results: dict) -> object:
     """Paths of the first seed's particles, per recipe (rows) and sampler (columns)."""
-    fig = new_figure(figsize=(8.5, 8))
+    from matplotlib.lines import Line2D
+
+    fig = new_figure(figsize=(8.5, 9))
     axes = fig.subplots(len(RECIPES), len(METHODS), sharex=True, sharey=True)
     angle = np.linspace(0, 2 * np.pi, 200)
     for row, recipe in enumerate(RECIPES):
         for col, (method, label) in enumerate(METHODS):
             ax = axes[row, col]
             res: GaussianExample = results[recipe, method]
-            for k in (1, 2):
-                ax.plot(k * res.target_sd * np.cos(angle), k * res.target_sd * np.sin(angle), color="grey", lw=0.8)
+            for k, ls in ((1, "-"), (2, "--")):
+                r = k * res.target_sd
+                ax.plot(r * np.cos(angle), r * np.sin(angle), color=COLOURS["grey"], lw=0.9, ls=ls)
             for p in range(res.paths.shape[1]):
                 ax.plot(res.paths[:, p, 0], res.paths[:, p, 1], lw=0.7)
-                ax.plot(res.paths[-1, p, 0], res.paths[-1, p, 1], "o", ms=4, color="black")
+            ax.plot(res.paths[-1, :, 0], res.paths[-1, :, 1], "o", ms=4, color=COLOURS["black"])
             ax.set_aspect("equal")
-            ax.set_title(f"{label}, {recipe} (target sd {res.target_sd:.3g})", fontsize=9)
-            ax.set_xlabel("x")
-            ax.set_ylabel("y")
-    fig.suptitle(
-        f"{N_PARTICLES} particles, {N_STEPS} steps of {STEP_SIZE} from (3, 3); circles: 1 and 2 target sd; "
-        "dots: final positions",
-        fontsize=9,
-    )
-    fig.tight_layout()
+            ax.tick_params(labelbottom=True, labelleft=True)  # shared limits, but every panel readable alone
+            ax.set_title(f"{label}, {recipe} (target sd {res.target_sd:.3g})")
+            ax.set_xlabel("$x_1$")
+            ax.set_ylabel("$x_2$")
+    handles = [
+        Line2D([], [], color=COLOURS["blue"], lw=0.7, label="path of one particle (one colour each)"),
+        Line2D([], [], color=COLOURS["black"], marker="o", ms=4, ls="none", label=f"positions after {N_STEPS} steps"),
+        Line2D([], [], color=COLOURS["grey"], lw=0.9, label="1 target sd"),
+        Line2D([], [], color=COLOURS["grey"], lw=0.9, ls="--", label="2 target sd"),
+    ]
+    legend_below(fig, handles, [h.get_label() for h in handles], ncol=2)
+    fig.suptitle(f"[Rep] Figure 2: {N_PARTICLES} particles, {N_STEPS} steps of {STEP_SIZE} from near (3, 3)")
     return fig
 
 
@@ -106,7 +126,7 @@ def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DE
     results = {(recipe, m): run_recipe(recipe, m, n_seeds, seed) for recipe in RECIPES for m, _ in METHODS}
     stationary = {m: stationary_sd(m, n_seeds // 2, seed + 1) for m, _ in METHODS}
     figure = save(draw(results), out_dir, f"{NAME}.png")
-    return Section(NAME, TITLE, report(results, stationary, n_seeds, seed, figure), [figure])
+    return Section(NAME, TITLE, report(results, stationary, n_seeds, seed, figure), [figure], CAPTIONS)
 
 
 if __name__ == "__main__":

@@ -11,34 +11,67 @@ from pathlib import Path
 
 import numpy as np
 
-from sgsim.experiments.repulsive_synthetic import PAPER_TABLE2, PAPER_TABLE3, SETTINGS, SyntheticRuns, run_synthetic
+from sgsim.experiments.repulsive_synthetic import (
+    BURN_IN,
+    N_KEPT_STEPS,
+    PAPER_TABLE2,
+    PAPER_TABLE3,
+    SETTINGS,
+    THIN,
+    SyntheticRuns,
+    run_synthetic,
+)
 
+from . import get_entry
 from ._common import DEFAULT_SEED, Section, md_table, new_figure, save, script_main
+from ._style import COLOURS, legend_below, styled
 
 NAME = "repulsive_tables23_synthetic"
-TITLE = "[Rep] Tables 2 and 3: ESS and error of E[X], SGLD vs SGLD+R on two synthetic targets"
+TITLE = get_entry(NAME).title
 METHODS = (("sgld", "SGLD"), ("sgld_repulsive", "SGLD+R"))
+#: Independent runs per sampler and target, quick and full mode.
+N_RUNS = {False: 20, True: 100}
+CAPTIONS = {
+    f"{NAME}.png": (
+        "The error of the estimate of $E[X]$ in each run of SGLD with $L$ independent chains and of SGLD with "
+        "repulsive forces (SGLD+R) with $L$ interacting particles, on the mixture of exponentials (MoE, "
+        f"$L = {SETTINGS['MoE'][1]}$; absolute error) and on the 3×3 Gaussian mixture "
+        f"(MoG, $L = {SETTINGS['MoG'][1]}$; "
+        "Euclidean norm of the estimated mean, whose exact value is 0). Both samplers take the same step "
+        f"({SETTINGS['MoE'][2]:g} on MoE, {SETTINGS['MoG'][2]:g} on MoG) and keep every {THIN}th of {N_KEPT_STEPS} "
+        f"iterations after {BURN_IN} burn-in iterations; dots are single runs ({N_RUNS[False]} in quick mode, "
+        f"{N_RUNS[True]} in full mode), circles with bars their mean ± standard error, and black squares the paper's "
+        "Table 3, one run per cell."
+    )
+}
 
 
+@styled
 def draw(results: dict) -> object:
     """Per target: each run's error of E[X] (dots), mean ± SE (bars), the paper's value (squares)."""
-    fig = new_figure(figsize=(8, 3.6))
+    fig = new_figure(figsize=(8.5, 4.2))
     axes = fig.subplots(1, len(SETTINGS))
     rng = np.random.default_rng(0)  # jitter of the dots only
     for ax, name in zip(axes, SETTINGS, strict=True):
         for i, (method, _) in enumerate(METHODS):
             r: SyntheticRuns = results[name, method]
-            ax.scatter(i + rng.uniform(-0.08, 0.08, r.error.size), r.error, s=8, alpha=0.5, lw=0)
+            first = i == 0
+            ax.scatter(i + rng.uniform(-0.08, 0.08, r.error.size), r.error, s=10, alpha=0.6, lw=0,
+                       color=COLOURS["blue"], label="ours, single runs" if first else None)  # fmt: skip
             se = r.error.std(ddof=1) / np.sqrt(r.error.size)
-            ax.errorbar(i + 0.2, r.error.mean(), yerr=se, fmt="o", color="C3", capsize=3,
-                        label="ours, mean ± SE" if i == 0 else None)  # fmt: skip
-            ax.plot(i + 0.3, PAPER_TABLE3[name][i], "s", color="black", label="paper" if i == 0 else None)
+            ax.errorbar(i + 0.2, r.error.mean(), yerr=se, fmt="o", color=COLOURS["vermillion"], capsize=3,
+                        label="ours, mean ± SE" if first else None)  # fmt: skip
+            ax.plot(i + 0.3, PAPER_TABLE3[name][i], "s", color=COLOURS["black"],
+                    label="paper, Table 3 (one run)" if first else None)  # fmt: skip
         ax.set_xticks(range(len(METHODS)))
         ax.set_xticklabels([m[1] for m in METHODS])
-        ax.set_ylabel("error of E[X] per run")
-        ax.set_title(f"{name}, L = {SETTINGS[name][1]}", fontsize=9)
-        ax.legend(fontsize=7, frameon=False)
-    fig.tight_layout()
+        ax.set_xlim(-0.5, len(METHODS) - 0.3)
+        ax.set_xlabel("sampler")
+        ax.set_ylabel("error of the estimate of E[X]")
+        ax.set_title(f"{name}, $L$ = {SETTINGS[name][1]}")
+    legend_below(fig, *axes[0].get_legend_handles_labels())
+    n_runs = next(iter(results.values())).error.size
+    fig.suptitle(f"[Rep] Table 3: error of E[X], SGLD against SGLD+R, {n_runs} runs per cell")
     return fig
 
 
@@ -87,10 +120,10 @@ def report(results: dict, n_runs: int, seed: int, figure: str) -> str:
 
 def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DEFAULT_SEED) -> Section:
     """Run both samplers on both targets; draw the errors; return the report section."""
-    n_runs = 100 if full else 20
+    n_runs = N_RUNS[full]
     results = {(name, m): run_synthetic(name, m, n_runs, seed) for name in SETTINGS for m, _ in METHODS}
     figure = save(draw(results), out_dir, f"{NAME}.png")
-    return Section(NAME, TITLE, report(results, n_runs, seed, figure), [figure])
+    return Section(NAME, TITLE, report(results, n_runs, seed, figure), [figure], CAPTIONS)
 
 
 if __name__ == "__main__":

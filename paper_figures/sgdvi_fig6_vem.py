@@ -14,33 +14,54 @@ import numpy as np
 from sgsim.experiments.vem_hyperparameter import BATCH_SIZE, DATASET, VEMExperiment
 from sgsim.experiments.vem_hyperparameter import run as run_experiment
 
+from . import get_entry
 from ._common import DEFAULT_SEED, Section, md_table, new_figure, save, script_main
+from ._style import COLOURS, styled
 
 NAME = "sgdvi_fig6_vem"
-TITLE = "[SGDVI] Figure 6: the prior precision chosen by variational EM with constant SGD"
+TITLE = get_entry(NAME).title
+#: Steps of each VEM run and points of the validation grid, quick and full mode.
+N_STEPS = {False: 30_000, True: 400_000}
+N_GRID = {False: 7, True: 13}
+CAPTIONS = {
+    f"{NAME}.png": (
+        "(a) The validation negative log-likelihood per example of the MAP softmax-regression weights on "
+        f"{DATASET} (in place of the paper's data) against the prior precision $\\lambda$, on a grid of "
+        f"{N_GRID[False]} points in quick mode and {N_GRID[True]} in full mode, with a circle at the $\\lambda$ that "
+        "each variational-EM (VEM) run selected, the mean of the second half of its $\\lambda_t$, drawn at that "
+        "$\\lambda$'s validation loss. (b) $\\lambda_t$ along each run, "
+        f"{N_STEPS[False]:,} steps of minibatch {BATCH_SIZE} in quick mode and {N_STEPS[True]:,} in full mode, "
+        "with constant SGD at Theorem 1's rate capped at half the stability limit (vermillion) and at Theorem 1's "
+        "rate itself (green); the legend marks a run that diverged."
+    )
+}
 
 
+@styled
 def draw(res: VEMExperiment) -> object:
     """Left: validation NLL against lambda with the selected values; right: lambda_t along each run."""
-    fig = new_figure(figsize=(10, 3.8))
+    fig = new_figure(figsize=(10, 4.4))
     ax, bx = fig.subplots(1, 2)
-    ax.semilogx(res.grid, res.val_nll, "-", color="tab:blue", label="MAP at each lambda (validation)")
+    ax.semilogx(res.grid, res.val_nll, "-", color=COLOURS["blue"], label="MAP weights at each $\\lambda$ of the grid")
     for run, colour, label in (
-        (res.capped, "tab:red", f"VEM, rate {res.capped.lr:.3g} (capped)"),
-        (res.theorem, "tab:orange", f"VEM, rate {res.theorem.lr:.3g} (Theorem 1)"),
+        (res.capped, COLOURS["vermillion"], f"VEM, rate {res.capped.lr:.3g} (capped)"),
+        (res.theorem, COLOURS["green"], f"VEM, rate {res.theorem.lr:.3g} (Theorem 1)"),
     ):
         if run.diverged is not None:
             label += ": diverged"
-        ax.semilogx([run.selected], [run.val_nll], "o", ms=9, mfc="none", mew=2, color=colour, label=label)
+        ax.semilogx([run.selected], [run.val_nll], "o", ms=9, mfc="none", mew=2, color=colour,
+                    label=f"{label}: selected $\\lambda$")  # fmt: skip
         bx.semilogy(run.steps, run.trajectory, color=colour, lw=0.8, label=label)
-    ax.set_xlabel("prior precision lambda")
+    ax.set_xlabel("prior precision $\\lambda$")
     ax.set_ylabel("validation NLL per example")
-    ax.legend(fontsize=8)
-    bx.set_xlabel("step t")
-    bx.set_ylabel("lambda_t")
-    bx.legend(fontsize=8)
-    fig.suptitle(f"softmax regression on {DATASET}: {res.n_train} training, {res.n_val} validation digits", fontsize=9)
-    fig.tight_layout()
+    ax.set_title("(a) validation loss against $\\lambda$")
+    ax.legend()
+    bx.set_xlabel("step $t$")
+    bx.set_ylabel("$\\lambda_t$")
+    bx.set_title("(b) $\\lambda_t$ along each VEM run")
+    bx.legend()
+    fig.suptitle(f"[SGDVI] Figure 6: softmax regression on {DATASET}, {res.n_train} training and {res.n_val} "
+                 "validation digits")  # fmt: skip
     return fig
 
 
@@ -86,10 +107,10 @@ def report(res: VEMExperiment, n_steps: int, figure: str) -> str:
 
 def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DEFAULT_SEED) -> Section:
     """Compute the validation curve and both VEM runs; draw; return the report section."""
-    n_steps = 400_000 if full else 30_000
-    res = run_experiment(n_steps, seed, n_grid=13 if full else 7)
+    n_steps = N_STEPS[full]
+    res = run_experiment(n_steps, seed, n_grid=N_GRID[full])
     figure = save(draw(res), out_dir, f"{NAME}.png")
-    return Section(NAME, TITLE, report(res, n_steps, figure), [figure])
+    return Section(NAME, TITLE, report(res, n_steps, figure), [figure], CAPTIONS)
 
 
 if __name__ == "__main__":

@@ -28,10 +28,12 @@ from sgsim.experiments.constant_sgd_stationary import (
     run_dataset,
 )
 
+from . import get_entry
 from ._common import DEFAULT_SEED, Section, md_table, new_figure, save, script_main
+from ._style import COLOURS, legend_below, styled
 
 NAME = "sgdvi_figs12_covariances"
-TITLE = "[SGDVI] Figures 1 and 2: constant SGD's covariance against the OU model"
+TITLE = get_entry(NAME).title
 
 ROWS = (("fair", "linear regression"), ("fertility", "logistic regression"))
 COLUMNS = ("sgd_f", "sgd")
@@ -41,6 +43,23 @@ FULL = Budget(n_relax=6_000, n_chains=8, min_steps=20_000)
 #: Kept draws per relaxation time (for the scatter; the covariances use them all).
 DRAWS_PER_TAU = 4.0
 N_POSTERIOR = 2_000
+CAPTIONS = {
+    f"{NAME}_fig1.png": (
+        "Posterior draws and constant-SGD iterates projected on the posterior's smallest and largest principal "
+        "components, centred at the optimum $\\theta^*$, with 3-standard-deviation ellipses of the posterior "
+        "(black), of a Gaussian fitted to the iterates (orange) and of the Ornstein-Uhlenbeck (OU) prediction "
+        "(dashed vermillion). Rows: linear regression on fair and logistic regression on fertility (substitutes for "
+        "the paper's Wine and Skin data); columns: SGD preconditioned with Theorem 2's optimal matrix (SGD-f, left) "
+        "and constant SGD at Theorem 1's scalar rate (right). The axes of a panel have different scales, and the "
+        "posterior is exact for the linear model and the Laplace approximation for the logistic one."
+    ),
+    f"{NAME}_fig2.png": (
+        "The stationary covariance of constant SGD's iterates at Theorem 1's rate $\\epsilon$ (a) and the "
+        "Ornstein-Uhlenbeck prediction of eq. 13 (b), for linear regression on fair (the substitute for the "
+        "paper's Wine data; parameter 0 is the intercept). Both matrices share one symmetric colour scale, so "
+        "entries of equal colour are equal."
+    ),
+}
 
 
 def _pcs(problem: Problem) -> np.ndarray:
@@ -54,9 +73,10 @@ def _ellipse(cov2: np.ndarray, k: float = 3.0) -> np.ndarray:
     return k * np.linalg.cholesky(cov2) @ np.vstack([np.cos(angle), np.sin(angle)])
 
 
+@styled
 def draw_fig1(problems: dict, runs: dict, seed: int):
     """Rows: linear, logistic; columns: SGD-f, SGD. Scatter and 3-sd ellipses in the posterior's PCs."""
-    fig = new_figure(figsize=(9, 8))
+    fig = new_figure(figsize=(10, 9))
     axes = fig.subplots(len(ROWS), len(COLUMNS))
     for i, (dataset, model) in enumerate(ROWS):
         prob = problems[dataset]
@@ -66,38 +86,47 @@ def draw_fig1(problems: dict, runs: dict, seed: int):
             ax = axes[i, j]
             r: MethodRun = runs[dataset][label]
             it = (r.draws.reshape(-1, prob.dim) - prob.theta_star) @ u
-            ax.plot(post[:, 0], post[:, 1], ".", ms=2, color="tab:blue", alpha=0.35, label="posterior draws")
-            ax.plot(it[:, 0], it[:, 1], ".", ms=2, color="tab:cyan", alpha=0.35, label="SGD iterates")
-            for cov, colour, name in (
-                (prob.posterior_cov, "black", "posterior"),
-                (r.cov, "gold", "iterates (fitted)"),
-                (r.cov_ou, "red", "OU prediction"),
+            ax.plot(post[:, 0], post[:, 1], ".", ms=2, color=COLOURS["blue"], alpha=0.35, label="posterior draws")
+            ax.plot(it[:, 0], it[:, 1], ".", ms=2, color=COLOURS["sky"], alpha=0.35, label="SGD iterates")
+            for cov, colour, ls, name in (
+                (prob.posterior_cov, COLOURS["black"], "-", "posterior"),
+                (r.cov, COLOURS["orange"], "-", "iterates (fitted Gaussian)"),
+                (r.cov_ou, COLOURS["vermillion"], "--", "OU prediction"),
             ):
                 e = _ellipse(u.T @ cov @ u)
-                ax.plot(e[0], e[1], color=colour, lw=1.6, label=f"{name}, 3 sd")
+                ax.plot(e[0], e[1], color=colour, ls=ls, lw=1.6, label=f"{name}, 3 sd")
             ax.set_xlabel(r"smallest principal component, $u_{\min}^\top(\theta - \theta^*)$")
             ax.set_ylabel(r"largest principal component, $u_{\max}^\top(\theta - \theta^*)$")
-            ax.set_title(f"{LABELS[label]}, {model} ({dataset}; KL {r.kl:.3g})", fontsize=9)
-    axes[0, 0].legend(fontsize=7, loc="upper right", markerscale=4)
-    fig.tight_layout()
+            ax.set_title(f"{LABELS[label]}, {model}\n({dataset}; KL {r.kl:.3g})")
+    legend_below(fig, *axes[0, 0].get_legend_handles_labels())
+    for h in fig.legends[0].legend_handles[:2]:
+        h.set_markersize(8)  # the scatter's dots, visible in the legend
+        h.set_alpha(1)
+    fig.suptitle("[SGDVI] Figure 1: constant SGD's iterates against the posterior, in the posterior's principal axes")
     return fig
 
 
+@styled
 def draw_fig2(run: MethodRun):
     """The iterates' covariance and eq. 13's, with one colour bar."""
-    fig = new_figure(figsize=(9.5, 4.2))
+    from matplotlib.colors import Normalize
+
+    fig = new_figure(figsize=(10, 4.4))
     axes = fig.subplots(1, 2)
     top = float(max(np.abs(run.cov).max(), np.abs(run.cov_ou).max()))
+    norm = Normalize(vmin=-top, vmax=top)  # one norm: one colour scale for both matrices
     im = None
     for ax, mat, title in (
-        (axes[0], run.cov, "empirical covariance of the iterates"),
-        (axes[1], run.cov_ou, r"predicted by the OU model (eq. 13), $A\Sigma + \Sigma A = (\epsilon/S)\,C$"),
+        (axes[0], run.cov, "(a) empirical covariance of the iterates"),
+        (axes[1], run.cov_ou, "(b) OU model (eq. 13): $A\\Sigma + \\Sigma A = (\\epsilon/S)\\,C$"),
     ):
-        im = ax.imshow(mat, cmap="RdBu_r", vmin=-top, vmax=top, interpolation="nearest")
-        ax.set_title(title, fontsize=9)
+        im = ax.imshow(mat, cmap="RdBu_r", norm=norm, interpolation="nearest")
+        ax.set_title(title)
         ax.set_xlabel(r"parameter index $j$ (0 = intercept)")
         ax.set_ylabel(r"parameter index $i$")
-    fig.colorbar(im, ax=list(axes), fraction=0.03, label=r"covariance $\Sigma_{ij}$")
+    bar = fig.colorbar(im, ax=list(axes), fraction=0.03, label=r"covariance $\Sigma_{ij}$")
+    bar.formatter.set_powerlimits((-2, 2))
+    fig.suptitle(f"[SGDVI] Figure 2: constant SGD on linear regression (fair), $\\epsilon$ = {run.tuning.lr:.3g}")
     return fig
 
 
@@ -156,11 +185,11 @@ def report(problems: dict, runs: dict, budget: Budget, full: bool, seed: int, fi
             "",
             f"![Figure 1 analogue]({figs[0]})",
             "",
-            "*What to look at*: in each panel the yellow ellipse (Gaussian fitted to the iterates) should lie on "
-            "the red one (OU prediction); in the left column (full preconditioner) both should lie on the black "
-            "posterior ellipse, in the right column (scalar rate) they are narrower than the posterior along the "
-            "largest principal component and wider along the smallest, which is the bias that Theorem 2 removes. "
-            "The two axes have different scales.",
+            "*What to look at*: in each panel the orange ellipse (Gaussian fitted to the iterates) should lie on "
+            "the dashed vermillion one (OU prediction); in the left column (full preconditioner) both should lie "
+            "on the black posterior ellipse, in the right column (scalar rate) they are narrower than the "
+            "posterior along the largest principal component and wider along the smallest, which is the bias "
+            "that Theorem 2 removes. The two axes have different scales.",
             "",
             f"![Figure 2 analogue]({figs[1]})",
             "",
@@ -184,7 +213,7 @@ def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DE
         save(draw_fig1(problems, runs, seed), out_dir, f"{NAME}_fig1.png"),
         save(draw_fig2(runs["fair"]["sgd"]), out_dir, f"{NAME}_fig2.png"),
     )
-    return Section(NAME, TITLE, report(problems, runs, budget, full, seed, figs), list(figs))
+    return Section(NAME, TITLE, report(problems, runs, budget, full, seed, figs), list(figs), CAPTIONS)
 
 
 if __name__ == "__main__":

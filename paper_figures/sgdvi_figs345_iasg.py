@@ -23,10 +23,12 @@ from sgsim.experiments.iterate_averaging import (
     sampling_error,
 )
 
+from . import get_entry
 from ._common import DEFAULT_SEED, Section, md_table, new_figure, save, script_main
+from ._style import COLOURS, legend_below, styled
 
 NAME = "sgdvi_figs345_iasg"
-TITLE = "[SGDVI] Figures 3-5: iterate averaging (IASG) against SGLD on synthetic linear regression"
+TITLE = get_entry(NAME).title
 
 
 @dataclass(frozen=True)
@@ -50,44 +52,78 @@ class Budget:
 # chains over up to 10^3 D = 10^4 passes
 QUICK = Budget(chains=100, windows=10, iterates=100, runs=50, passes=150, draws_per_pass=20)
 FULL = Budget(chains=200, windows=50, iterates=500, runs=100, passes=1000, draws_per_pass=10)
+#: Figure 3's colour scale is linear within +-LINTHRESH; Figure 5's saturates at SATURATE times
+#: the posterior's largest entry.
+LINTHRESH = 1e-6
+SATURATE = 1.5
+CAPTIONS = {
+    f"{NAME}_fig3.png": (
+        f"Covariance matrices on synthetic Bayesian linear regression ($N = {N_DATA:,}$, $D = {DIM}$): (a) of "
+        "constant SGD's iterates with minibatch size $S = 1$, (b) of the posterior, (c) of the means of the iterates "
+        "over windows of $T = N/S$ steps (iterate averaging, IASG), each chain started at the posterior mean. All "
+        "three share one symmetric logarithmic colour scale, linear within "
+        f"$\\pm 10^{{{round(np.log10(LINTHRESH))}}}$, so that both the diagonal and the much smaller off-diagonal "
+        "entries show."
+    ),
+    f"{NAME}_fig4.png": (
+        "The smallest and largest marginal variance estimated from each run's draws so far, against passes "
+        "through the data (log-log), as mean (line) ± sd (band) over runs "
+        f"({QUICK.runs} in quick mode, {FULL.runs} in full mode), for IASG at the paper's rate "
+        f"$\\epsilon = {IASG_PAPER_LR:g}$ and at $\\epsilon N/S = 50$, and for SGLD with the paper's decreasing rate "
+        "and with a small constant rate (rows). Left: chains started at the posterior mean; right: at a draw "
+        "from the prior. Green lines mark the posterior's smallest and largest variance, dotted black lines "
+        "the exact stationary prediction for each sampler with a constant rate."
+    ),
+    f"{NAME}_fig5.png": (
+        "The first run's covariance estimate at the end of the budget for each sampler (columns two to five), "
+        "started at the posterior mean (top) or at a prior draw (bottom), beside the posterior covariance (first "
+        f"column). All panels share one colour scale, saturated beyond {SATURATE:g} times the posterior's largest "
+        "entry; a panel's title gives its relative Frobenius error against the posterior."
+    ),
+}
 
 
 def _rel(m: np.ndarray, ref: np.ndarray) -> float:
     return float(np.linalg.norm(m - ref) / np.linalg.norm(ref))
 
 
+@styled
 def draw_fig3(c: Covariances) -> object:
     """Figure 3: the iterates' covariance, the posterior's and the IASG window means', one colour scale."""
     from matplotlib.colors import SymLogNorm
 
     mats = [
-        (f"(a) SGD iterates, S = 1, $\\epsilon$ = {c.lr:g}", c.sgd),
+        (f"(a) SGD iterates, $S$ = 1, $\\epsilon$ = {c.lr:g}", c.sgd),
         ("(b) posterior", c.posterior),
-        (f"(c) IASG window means, T = N/S = {c.window:,}", c.iasg),
+        (f"(c) IASG window means, $T = N/S$ = {c.window:,}", c.iasg),
     ]
     vmax = max(float(np.abs(m).max()) for _, m in mats)
     # a symmetric log scale: the iterates' covariance is ~25 times the posterior's, and the
     # off-diagonal entries are ~100 times smaller than the diagonal ones
-    norm = SymLogNorm(linthresh=1e-6, vmin=-vmax, vmax=vmax, base=10)
-    fig = new_figure(figsize=(12, 3.8))
+    norm = SymLogNorm(linthresh=LINTHRESH, vmin=-vmax, vmax=vmax, base=10)
+    fig = new_figure(figsize=(12, 4.4))
     axes = fig.subplots(1, 3)
     for ax, (title, m) in zip(axes, mats, strict=True):
         im = ax.imshow(m, cmap="RdBu_r", norm=norm)
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title)
         ax.set_xlabel("coordinate $j$")
         ax.set_ylabel("coordinate $i$")
         ax.set_xticks(range(0, DIM, 3))
         ax.set_yticks(range(0, DIM, 3))
     fig.colorbar(im, ax=list(axes), fraction=0.02, label=r"covariance $\Sigma_{ij}$ (symmetric log scale)")
+    fig.suptitle(f"[SGDVI] Figure 3: covariances on synthetic linear regression, $N$ = {N_DATA:,}, $D$ = {DIM}")
     return fig
 
 
-_COLOURS = (("min_var", "goldenrod", "smallest"), ("max_var", "tab:blue", "largest"))
+_COLOURS = (("min_var", COLOURS["orange"], "smallest"), ("max_var", COLOURS["blue"], "largest"))
 
 
+@styled
 def draw_fig4(v: Convergence) -> object:
     """Figure 4: smallest and largest marginal-variance estimates against passes through the data."""
-    fig = new_figure(figsize=(10, 2.4 * len(v.methods) + 0.6))
+    from matplotlib.lines import Line2D
+
+    fig = new_figure(figsize=(10, 2.6 * len(v.methods) + 1.2))
     axes = fig.subplots(len(v.methods), 2, sharex=True)
     truth = np.diag(v.truth)
     for col, init in enumerate(("MAP", "random")):
@@ -97,51 +133,54 @@ def draw_fig4(v: Convergence) -> object:
                 x = getattr(v, attr)[(method, init)]
                 ok = ~np.isnan(x[0])
                 m, s = x[:, ok].mean(axis=0), x[:, ok].std(axis=0)
-                ax.plot(v.passes[ok], m, color=colour, label=f"{label} marginal variance, mean ± sd over runs")
-                ax.fill_between(v.passes[ok], np.maximum(m - s, 1e-7), m + s, color=colour, alpha=0.3)
+                ax.plot(v.passes[ok], m, color=colour, label=f"{label} marginal variance, mean over runs")
+                ax.fill_between(v.passes[ok], np.maximum(m - s, 1e-7), m + s, color=colour, alpha=0.3,
+                                label=f"{label} marginal variance, ± sd over runs")  # fmt: skip
             for t in (truth.min(), truth.max()):
-                ax.axhline(t, color="red", lw=1)
+                ax.axhline(t, color=COLOURS["green"], lw=1)
             pred = v.predicted[method]
             if pred is not None:
                 for t in (np.diag(pred).min(), np.diag(pred).max()):
-                    ax.axhline(t, color="black", lw=1, ls=":")
+                    ax.axhline(t, color=COLOURS["black"], lw=1, ls=":")
             ax.set_xscale("log")
             ax.set_yscale("log")
             start = "the posterior mean" if init == "MAP" else "a prior draw"
-            ax.set_title(f"{method}, from {start}", fontsize=9)
+            ax.set_title(f"{method}, from {start}")
             ax.set_ylabel("variance estimate")
-            if row == len(v.methods) - 1:
-                ax.set_xlabel("passes through the data (one pass = N/S steps)")
+            ax.set_xlabel("passes through the data")
+            ax.tick_params(labelbottom=True)
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    from matplotlib.lines import Line2D
-
-    handles += [Line2D([], [], color="red", lw=1), Line2D([], [], color="black", lw=1, ls=":")]
+    handles += [Line2D([], [], color=COLOURS["green"], lw=1), Line2D([], [], color=COLOURS["black"], lw=1, ls=":")]
     labels += ["posterior's smallest and largest variance", "exact stationary prediction (constant rates)"]
-    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, bbox_to_anchor=(0.5, 0.0))
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    legend_below(fig, handles, labels, ncol=2)
+    fig.suptitle("[SGDVI] Figure 4: marginal-variance estimates against passes (one pass = $N/S$ steps)")
     return fig
 
 
+@styled
 def draw_fig5(v: Convergence) -> object:
     """Figure 5: the first run's covariance estimate at the end, per method and start, beside the truth."""
-    fig = new_figure(figsize=(3.0 * (len(v.methods) + 1) + 1, 7))
-    axes = fig.subplots(2, len(v.methods) + 1, gridspec_kw={"hspace": 0.45})
-    vmax = 1.5 * float(np.abs(v.truth).max())
+    from matplotlib.colors import Normalize
+
+    fig = new_figure(figsize=(2.7 * (len(v.methods) + 1) + 1.5, 6.6))
+    axes = fig.subplots(2, len(v.methods) + 1)
+    vmax = SATURATE * float(np.abs(v.truth).max())
+    norm = Normalize(vmin=-vmax, vmax=vmax)  # one norm: one colour scale for every panel
     for row, init in enumerate(("MAP", "random")):
         panels = [("posterior", v.truth)]
         panels += [(f"{m}\n{init} start, rel. error {_rel(v.final_cov[(m, init)][0], v.truth):.2g}",
                     v.final_cov[(m, init)][0]) for m in v.methods]  # fmt: skip
         for ax, (title, m) in zip(axes[row], panels, strict=True):
-            im = ax.imshow(m, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-            ax.set_title(title, fontsize=8)
+            im = ax.imshow(m, cmap="RdBu_r", norm=norm)
+            ax.set_title(title, fontsize=8.5)
             ax.set_xlabel("coordinate $j$")
             ax.set_ylabel("coordinate $i$")
             ax.set_xticks(range(0, DIM, 3))
             ax.set_yticks(range(0, DIM, 3))
-    fig.colorbar(
-        im, ax=list(axes.ravel()), fraction=0.02, extend="both",
-        label=r"covariance $\Sigma_{ij}$ (beyond 1.5 x the posterior's largest: saturated)",
-    )  # fmt: skip
+    label = rf"covariance $\Sigma_{{ij}}$ (saturated beyond {SATURATE:g} x the posterior's largest)"
+    bar = fig.colorbar(im, ax=list(axes.ravel()), fraction=0.02, extend="both", label=label)
+    bar.formatter.set_powerlimits((-2, 2))
+    fig.suptitle("[SGDVI] Figure 5: covariance estimates at the end of the budget, first run")
     return fig
 
 
@@ -223,8 +262,8 @@ def report(c: Covariances, v: Convergence, figures: list[str], b: Budget) -> str
             "",
             f"![Figure 4]({figures[1]})",
             "",
-            "*What to look at*: each band is the smallest (gold) and largest (blue) marginal variance estimated "
-            "from each run's draws so far, mean ± sd over runs; red: the truth (the ten posterior variances are "
+            "*What to look at*: each band is the smallest (orange) and largest (blue) marginal variance estimated "
+            "from each run's draws so far, mean ± sd over runs; green: the truth (the ten posterior variances are "
             f"within {100 * (truth.max() / truth.min() - 1):.0f}% of each other, so the gap between the bands is "
             "mostly the estimates' own noise, closing as draws accumulate); dotted: what each sampler's draws "
             "converge to. IASG at epsilon N / S = 50 closes "
@@ -256,7 +295,7 @@ def run(
         save(draw_fig4(v), out_dir, f"{NAME}_fig4.png"),
         save(draw_fig5(v), out_dir, f"{NAME}_fig5.png"),
     ]
-    return Section(NAME, TITLE, report(c, v, figures, b), figures)
+    return Section(NAME, TITLE, report(c, v, figures, b), figures, CAPTIONS)
 
 
 if __name__ == "__main__":

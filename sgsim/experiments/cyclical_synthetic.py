@@ -189,7 +189,7 @@ class Setting:
         """The gradient noise in words."""
         if not self.grad_noise:
             return "exact gradients"
-        corr = " with the noise correction of {ref}`theory-sgld`" if self.noise_correction else " (uncorrected)"
+        corr = " with the noise correction" if self.noise_correction else " (uncorrected)"
         cov = "I" if self.grad_noise == 1 else f"{self.grad_noise:g} I"
         return f"exact gradient + N(0, {cov}) noise{corr}"
 
@@ -224,7 +224,7 @@ SETTINGS: dict[str, Setting] = {
         sgld_hold=500,
         grad_noise=1.0,
         noise_correction=True,
-        provenance="the authors' MATLAB 25-Gaussian demo (ruqizhang/csgmcmc), as read in {ref}`theory-mixture-25`",
+        provenance="the authors' MATLAB 25-Gaussian demo (ruqizhang/csgmcmc)",
     ),
 }
 
