@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from sgsim.experiments.cyclical_synthetic import (
@@ -20,12 +18,6 @@ from ._common import md_table, new_figure
 from ._style import COLOURS, density_colorbar, density_norm, legend_below, styled
 
 LABELS = {"sgld": "SGLD", "csgld": "cSGLD"}
-
-
-def _plain(text: str) -> str:
-    """``text`` without MyST cross-references, for a figure: matplotlib cannot render a role."""
-    text = re.sub(r"\s+(?:of|in|as read in)\s+\{ref\}`[^`]*`", "", text)
-    return re.sub(r"\{ref\}`(?:[^`<]*<)?([\w-]+)>?`", r"\1", text)
 
 
 def _schedules(s: Setting) -> str:
@@ -94,7 +86,7 @@ def draw(dc: DensityComparison, figure_number: int):
     s = dc.setting
     fig.suptitle(
         f"[cSG] Figure {figure_number}, {s.name} setting: {dc.n_steps:,} iterations × {chains}\n"
-        f"cSGLD: {s.describe_csgld()}\nSGLD: {s.describe_sgld()}; {_plain(s.describe_noise())}"
+        f"cSGLD: {s.describe_csgld()}\nSGLD: {s.describe_sgld()}; {s.describe_noise()}"
     )
     return fig
 

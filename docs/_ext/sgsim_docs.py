@@ -128,10 +128,16 @@ def build_gallery() -> None:
         "(gallery)=",
         "# Gallery",
         "",
-        "Every figure that `sgsim reproduce` draws, in quick mode, from the run made when this site",
-        f"was built (seed {manifest['seed']}; {manifest['mode']}). The numbers behind them, beside the",
+        "Every figure that `sgsim reproduce` draws, from the run made when this site was built",
+        f"(seed {manifest['seed']}, {manifest['mode'].split()[0]} mode). The numbers behind them, beside the",
         "papers' own, are in {doc}`the run's report <report>`; {ref}`the paper pages <papers>` say",
         "how to regenerate each one at the papers' budgets.",
+        "",
+        "```{toctree}",
+        ":hidden:",
+        "",
+        "report",
+        "```",
         "",
     ]
     missing = []

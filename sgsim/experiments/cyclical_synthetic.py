@@ -171,16 +171,16 @@ class Setting:
         raise ValueError(f"method must be 'sgld' or 'csgld', got {method!r}")
 
     def describe_sgld(self) -> str:
-        """SGLD's schedule as a formula."""
-        decay = f"{self.sgld_scale:g} k^-{self.sgld_gamma:g}"
+        """SGLD's schedule as a formula (``$...$`` maths: Markdown and matplotlib both typeset it)."""
+        decay = f"${self.sgld_scale:g}\\,k^{{-{self.sgld_gamma:g}}}$"
         if self.sgld_hold:
             a, h = f"{self.sgld_scale:g}", self.sgld_hold
-            decay = f"{a} for {h} steps, then {a} (k-{h})^-{self.sgld_gamma:g}"
+            decay = f"${a}$ for {h} steps, then ${a}\\,(k-{h})^{{-{self.sgld_gamma:g}}}$"
         return decay
 
     def describe_csgld(self) -> str:
-        """The schedule of cSGLD in words."""
-        text = f"alpha_0 = {self.step_size:g}, M = {self.n_cycles}, beta = {self.explore_fraction:g}"
+        """The schedule of cSGLD in words (``$...$`` maths)."""
+        text = f"$\\alpha_0 = {self.step_size:g}$, $M = {self.n_cycles}$, $\\beta = {self.explore_fraction:g}$"
         if self.skip_per_cycle:
             text += f", first {self.skip_per_cycle} steps of each cycle not collected"
         return text
@@ -191,13 +191,13 @@ class Setting:
             return "exact gradients"
         corr = " with the noise correction" if self.noise_correction else " (uncorrected)"
         cov = "I" if self.grad_noise == 1 else f"{self.grad_noise:g} I"
-        return f"exact gradient + N(0, {cov}) noise{corr}"
+        return f"exact gradient + $N(0, {cov})$ noise{corr}"
 
 
 SETTINGS: dict[str, Setting] = {
     "paper": Setting(
         name="paper",
-        title="paper (§5.1): alpha_0 = 0.09, beta = 1/4; SGLD 0.05 k^-0.55",
+        title=r"paper (§5.1): $\alpha_0 = 0.09$, $\beta = 1/4$; SGLD $0.05\,k^{-0.55}$",
         step_size=0.09,
         n_cycles=30,
         explore_fraction=0.25,
@@ -214,7 +214,7 @@ SETTINGS: dict[str, Setting] = {
     ),
     "reference": Setting(
         name="reference",
-        title="reference code: alpha_0 = 0.07, no exploration, skip 50; SGLD 0.043, hold 500",
+        title=r"reference code: $\alpha_0 = 0.07$, no exploration, skip 50; SGLD $0.043$, hold 500",
         step_size=0.07,
         n_cycles=30,
         explore_fraction=0.0,
