@@ -32,14 +32,14 @@ A :class:`Likelihood` names two compiled per-example functions,
 
 where ``lik`` is a float64 array of the family's own constants (empty for the logistic
 model; the noise precision ``tau`` for linear regression; the number of classes ``K`` for
-softmax regression). :func:`data_target` compiles, once per family and process, the exact
+softmax regression). :func:`~sgsim.targets.data_target` compiles, once per family and process, the exact
 ``grad_u``, the minibatch ``stochastic_grad_u`` and the log density around them, and
 builds the :class:`~sgsim.targets.Target`. The families:
 
-* :func:`logistic_regression`: ``p(y = 1 | x, theta) = sigmoid(x . theta)``;
-* :func:`linear_regression`: ``y ~ N(x . theta, 1 / tau)``, conjugate to the Gaussian prior,
+* :func:`~sgsim.targets.logistic_regression`: ``p(y = 1 | x, theta) = sigmoid(x . theta)``;
+* :func:`~sgsim.targets.linear_regression`: ``y ~ N(x . theta, 1 / tau)``, conjugate to the Gaussian prior,
   so its target also carries the exact posterior (mean, covariance, exact draws);
-* :func:`softmax_regression`: ``p(y = k | x, theta) = exp(x . theta_k) / sum_l exp(x .
+* :func:`~sgsim.targets.softmax_regression`: ``p(y = k | x, theta) = exp(x . theta_k) / sum_l exp(x .
   theta_l)``, the multinomial logistic model of "Stochastic Gradient Descent as Approximate
   Bayesian Inference" (eq. 35), ``theta`` the flattened ``p x K`` weight matrix.
 
@@ -113,7 +113,7 @@ class Likelihood:
     check : callable, optional
         ``check(y, lik)`` raises a ``ParameterError`` naming ``y`` or
         ``lik_params`` if the responses or the constants do not suit the family (e.g. a class
-        label that would index outside ``theta``); called by :func:`data_target`.
+        label that would index outside ``theta``); called by :func:`~sgsim.targets.data_target`.
     """
 
     name: str
@@ -379,7 +379,7 @@ def data_target(
     likelihood : Likelihood
         The per-example family (e.g. ``LOGISTIC``).
     X : array_like, shape (N, d)
-        Design matrix, used as given (see :func:`logistic_regression` for standardising and
+        Design matrix, used as given (see :func:`~sgsim.targets.logistic_regression` for standardising and
         the intercept).
     y : array_like, shape (N,)
         Responses, as floats (class labels as 0., 1., ...).
