@@ -1,0 +1,27 @@
+"""SGLD and SGHMC for PyTorch models, in the cyclical paper's units (optional: ``pip install "sgsim[torch]"``).
+
+:class:`SGLD` and :class:`SGHMC` are ``torch.optim.Optimizer`` subclasses that take the same
+steps as sgsim's compiled kernels (:func:`sgsim.dynamics.sgld_noise`,
+:func:`sgsim.dynamics.sghmc_noise`): drift ``lr * grad U`` and injected noise variance
+``2 lr T`` on the potential ``U = -log density`` ("Cyclical Stochastic Gradient MCMC for Bayesian
+Deep Learning", §2; :ref:`theory-step-units`). ``num_data = N`` declares the loss a mean over
+``N`` data points (``U = N * loss``). The temperature is explicit, per parameter group: 1
+samples the posterior, 0 is exactly SGD (SGLD) or SGD with momentum (SGHMC). All randomness
+comes from one ``torch.Generator``, given or made from an sgsim seed (:func:`make_generator`).
+:class:`ScheduleDriver` steps either sampler through an sgsim :class:`~sgsim.schedules.Schedule`, e.g.
+the cosine cycles of :func:`sgsim.schedules.cyclical` (cSGLD, cSGHMC).
+
+Nothing else in sgsim imports this package.
+"""
+
+try:
+    import torch as _torch  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
+    raise ImportError(
+        'sgsim.torch needs PyTorch, an optional dependency: pip install "sgsim[torch]" (or install torch>=2.1)'
+    ) from exc
+
+from .optim import SGHMC, SGLD, make_generator
+from .schedule import ScheduleDriver, ScheduledStep
+
+__all__ = ["SGLD", "SGHMC", "ScheduleDriver", "ScheduledStep", "make_generator"]
