@@ -64,6 +64,10 @@ nb_execution_show_tb = True
 nb_merge_streams = True
 
 # --------------------------------------------------------------------------- API reference
+try:  # the Torch backend's page documents an optional extra: without torch, autodoc mocks it
+    import torch  # noqa: F401
+except ImportError:
+    autodoc_mock_imports = ["torch"]
 autodoc_typehints = "none"
 autodoc_member_order = "bysource"
 autosummary_generate = False
