@@ -9,7 +9,10 @@ Deep Learning", §2; :ref:`theory-step-units`). ``num_data = N`` declares the lo
 samples the posterior, 0 is exactly SGD (SGLD) or SGD with momentum (SGHMC). All randomness
 comes from one ``torch.Generator``, given or made from an sgsim seed (:func:`make_generator`).
 :class:`ScheduleDriver` steps either sampler through an sgsim :class:`~sgsim.schedules.Schedule`, e.g.
-the cosine cycles of :func:`sgsim.schedules.cyclical` (cSGLD, cSGHMC).
+the cosine cycles of :func:`sgsim.schedules.cyclical` (cSGLD, cSGHMC). :class:`SampleStore` keeps
+the samples off the accelerator (all, or a uniform reservoir), :func:`predict` averages their
+predictions (Bayesian model averaging) and scores them, and :func:`to_inference_data` makes
+the per-sample scalars an ``arviz.InferenceData``.
 
 Nothing else in sgsim imports this package.
 """
@@ -23,5 +26,16 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 
 from .optim import SGHMC, SGLD, make_generator
 from .schedule import ScheduleDriver, ScheduledStep
+from .store import Predictions, SampleStore, predict, to_inference_data
 
-__all__ = ["SGLD", "SGHMC", "ScheduleDriver", "ScheduledStep", "make_generator"]
+__all__ = [
+    "SGLD",
+    "SGHMC",
+    "ScheduleDriver",
+    "ScheduledStep",
+    "make_generator",
+    "SampleStore",
+    "Predictions",
+    "predict",
+    "to_inference_data",
+]
