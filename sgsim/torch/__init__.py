@@ -12,7 +12,10 @@ comes from one ``torch.Generator``, given or made from an sgsim seed (:func:`mak
 the cosine cycles of :func:`sgsim.schedules.cyclical` (cSGLD, cSGHMC). :class:`SampleStore` keeps
 the samples off the accelerator (all, or a uniform reservoir), :func:`predict` averages their
 predictions (Bayesian model averaging) and scores them, and :func:`to_inference_data` makes
-the per-sample scalars an ``arviz.InferenceData``.
+the per-sample scalars an ``arviz.InferenceData``. :class:`ConstantSGD` and
+:class:`PreconditionedSGD` are constant SGD as approximate Bayesian inference ("Stochastic
+Gradient Descent as Approximate Bayesian Inference", eqs. 15, 18-21): the KL-optimal rate or
+diagonal preconditioner from an online, bias-corrected estimate of the gradient noise.
 
 Nothing else in sgsim imports this package.
 """
@@ -24,6 +27,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
         'sgsim.torch needs PyTorch, an optional dependency: pip install "sgsim[torch]" (or install torch>=2.1)'
     ) from exc
 
+from .constant_sgd import ConstantSGD, PreconditionedSGD
 from .optim import SGHMC, SGLD, make_generator
 from .schedule import ScheduleDriver, ScheduledStep
 from .store import Predictions, SampleStore, predict, to_inference_data
@@ -34,6 +38,8 @@ __all__ = [
     "ScheduleDriver",
     "ScheduledStep",
     "make_generator",
+    "ConstantSGD",
+    "PreconditionedSGD",
     "SampleStore",
     "Predictions",
     "predict",
