@@ -1,4 +1,4 @@
-"""SGLD and SGHMC for PyTorch models, in the cyclical paper's units (optional: ``pip install "sgsim[torch]"``).
+"""SG-MCMC for PyTorch models, in the papers' units (optional: ``pip install "sgsim[torch]"``).
 
 :class:`SGLD` and :class:`SGHMC` are ``torch.optim.Optimizer`` subclasses that take the same
 steps as sgsim's compiled kernels (:func:`sgsim.dynamics.sgld_noise`,
@@ -16,6 +16,8 @@ the per-sample scalars an ``arviz.InferenceData``. :class:`ConstantSGD` and
 :class:`PreconditionedSGD` are constant SGD as approximate Bayesian inference ("Stochastic
 Gradient Descent as Approximate Bayesian Inference", eqs. 15, 18-21): the KL-optimal rate or
 diagonal preconditioner from an online, bias-corrected estimate of the gradient noise.
+:class:`SGLDRepulsive` and :class:`SVGD` move an ensemble of networks together ("Stochastic
+Gradient MCMC with Repulsive Forces"), with the kernel on the flattened parameters.
 
 Nothing else in sgsim imports this package.
 """
@@ -29,6 +31,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 
 from .constant_sgd import ConstantSGD, PreconditionedSGD
 from .optim import SGHMC, SGLD, make_generator
+from .particles import SVGD, SGLDRepulsive
 from .schedule import ScheduleDriver, ScheduledStep
 from .store import Predictions, SampleStore, predict, to_inference_data
 
@@ -40,6 +43,8 @@ __all__ = [
     "make_generator",
     "ConstantSGD",
     "PreconditionedSGD",
+    "SGLDRepulsive",
+    "SVGD",
     "SampleStore",
     "Predictions",
     "predict",
