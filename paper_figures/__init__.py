@@ -60,6 +60,7 @@ FIGURES: tuple[FigureEntry, ...] = (
         "cyclical_table1_frontier",
         "Frontier behind Table 1: median ESS against accuracy on Bayesian logistic regression",
     ),
+    FigureEntry("cyclical_fig4_uncertainty", "[cSG] Figure 4: predictive entropy out of distribution, MLP on MNIST"),
     FigureEntry(
         "repulsive_table1_gaussian", "[Rep] Figure 2 and Table 1: six particles on a Gaussian, SVGD and SGLD+R"
     ),
@@ -78,6 +79,7 @@ FIGURES: tuple[FigureEntry, ...] = (
         "sgdvi_figs345_iasg",
         "[SGDVI] Figures 3-5: iterate averaging (IASG) against SGLD on synthetic linear regression",
     ),
+    FigureEntry("repulsive_tables45_bnn", "[Rep] Tables 4 and 5: Bayesian neural network regression, SGLD vs SGLD+R"),
 )
 
 
