@@ -83,6 +83,7 @@ from .._validate import ParameterError, ParameterTypeError, boolean, integer, po
 from ..estimators import bias_factor
 from ..targets.regression import noise_factor
 from ..theory.kl import diagonal_preconditioner, optimal_lr
+from .optim import _CheckedOptimizer
 
 __all__ = ["ConstantSGD", "PreconditionedSGD"]
 
@@ -94,7 +95,7 @@ def _optional_positive(name: str, value) -> float | None:
     return None if value is None else positive_float(name, value)
 
 
-class _NoiseEstimating(torch.optim.Optimizer):
+class _NoiseEstimating(_CheckedOptimizer):
     """What both optimizers share: the checks, and the running estimate of eq. 21."""
 
     # the state key of the running mean, and whether it is kept entry by entry
@@ -147,16 +148,6 @@ class _NoiseEstimating(torch.optim.Optimizer):
 
     def _check_group(self, group: dict) -> None:
         group["lr"] = positive_float("lr", group["lr"])
-
-    def add_param_group(self, param_group: dict[str, Any]) -> None:
-        """Add a parameter group, checking its values (as torch's ``add_param_group``)."""
-        if not isinstance(param_group, dict):
-            raise ParameterTypeError("params", f"a parameter group must be a dict, got {type(param_group).__name__}")
-        merged = {**self.defaults, **param_group}
-        self._check_group(merged)
-        for key in self.defaults:
-            param_group[key] = merged[key]
-        super().add_param_group(param_group)
 
     # ------------------------------------------------------------------ gradients and pairs
 

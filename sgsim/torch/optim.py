@@ -110,7 +110,24 @@ def _normal_views(flat: torch.Tensor, params: Sequence[torch.Tensor]) -> list[to
     return views
 
 
-class _Langevin(torch.optim.Optimizer):
+class _CheckedOptimizer(torch.optim.Optimizer):
+    """An optimizer whose every parameter group is checked (``_check_group``) when it is added."""
+
+    def _check_group(self, group: dict) -> None:
+        raise NotImplementedError
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a parameter group, checking its values (as torch's ``add_param_group``)."""
+        if not isinstance(param_group, dict):
+            raise ParameterTypeError("params", f"a parameter group must be a dict, got {type(param_group).__name__}")
+        merged = {**self.defaults, **param_group}
+        self._check_group(merged)
+        for key in self.defaults:
+            param_group[key] = merged[key]
+        super().add_param_group(param_group)
+
+
+class _Langevin(_CheckedOptimizer):
     """What SGLD and SGHMC share: validation, the generator, gradients and their noise."""
 
     # the factor of 2 lr T in the injected variance: 1 for SGLD, eta - gamma_hat for SGHMC
@@ -148,16 +165,6 @@ class _Langevin(torch.optim.Optimizer):
         if self._uses_friction:
             group["friction"] = real("friction", group["friction"], 0.0, 1.0, low_open=True)
             group["gamma_hat"] = real("gamma_hat", group["gamma_hat"], 0.0, group["friction"])
-
-    def add_param_group(self, param_group: dict[str, Any]) -> None:
-        """Add a parameter group, checking its values (as torch's ``add_param_group``)."""
-        if not isinstance(param_group, dict):
-            raise ParameterTypeError("params", f"a parameter group must be a dict, got {type(param_group).__name__}")
-        merged = {**self.defaults, **param_group}
-        self._check_group(merged)
-        for key in self.defaults:
-            param_group[key] = merged[key]
-        super().add_param_group(param_group)
 
     def _noise_sd(self, group: dict) -> float:
         factor = group["friction"] - group["gamma_hat"] if self._uses_friction else 1.0
