@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import sys
 import time
@@ -21,6 +22,7 @@ __all__ = [
     "budget",
     "describe_mode",
     "md_table",
+    "missing_extra",
     "plain_refs",
     "new_figure",
     "save",
@@ -112,6 +114,22 @@ _REF = re.compile(r"\{ref\}`(?:[^`<]*<)?([\w-]+)>?`")
 def plain_refs(text: str) -> str:
     """``text`` with each MyST ``ref`` role written as its label in backquotes and "(documentation)"."""
     return _REF.sub(r"`\1` (documentation)", text)
+
+
+def missing_extra(name: str, title: str, module: str = "torch", extra: str = "torch") -> Section | None:
+    """The section of an entry whose optional dependency ``module`` is not installed, else None.
+
+    The section is a note naming the extra to install, with no figure, so that ``sgsim
+    reproduce`` goes on with the other entries (its main job installs no extra).
+    """
+    if importlib.util.find_spec(module) is not None:
+        return None
+    return Section(
+        name,
+        title,
+        f"**Skipped**: this experiment needs `{module}`, an optional dependency, which is not installed. "
+        f'Install it with `pip install "sgsim[{extra}]"` and run `sgsim reproduce --only {name}` again.',
+    )
 
 
 def md_table(rows: Sequence[Sequence], header: Sequence[str] = TABLE_HEADER) -> str:

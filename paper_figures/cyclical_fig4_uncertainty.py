@@ -14,7 +14,6 @@ the letters A-J rendered in matplotlib's fonts, a re-creation of the paper's not
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import get_entry
-from ._common import DEFAULT_SEED, Section, md_table, new_figure, save, script_main
+from ._common import DEFAULT_SEED, Section, md_table, missing_extra, new_figure, save, script_main
 from ._style import COLOURS, legend_below, styled
 
 NAME = "cyclical_fig4_uncertainty"
@@ -35,7 +34,6 @@ ARCHITECTURE = "784-100-100-10"
 #: The entropy (nats) below which an OOD prediction counts as over-confident in the report.
 LOW_ENTROPY = 0.5
 MAX_ENTROPY = math.log(10)
-EXTRA = 'pip install "sgsim[torch]"'
 #: Colour by family, line style by order: first-order methods solid, momentum methods dashed.
 FAMILY_COLOURS = {
     "sgd": COLOURS["blue"],
@@ -272,19 +270,10 @@ def report(res: Any, figure: str, full: bool = False) -> str:
     return "\n".join(lines)
 
 
-def skipped() -> Section:
-    """The section when PyTorch is not installed: a note, no figure (so `sgsim reproduce` goes on)."""
-    return Section(
-        NAME,
-        TITLE,
-        f"**Skipped**: this experiment needs PyTorch, an optional dependency (`{EXTRA}`), which is not installed.",
-    )
-
-
 def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DEFAULT_SEED) -> Section:
     """Figure 4 of [cSG]: predictive entropy out of distribution of an MLP trained on MNIST."""
-    if importlib.util.find_spec("torch") is None:
-        return skipped()
+    if (note := missing_extra(NAME, TITLE)) is not None:
+        return note
     from sgsim.torch.uncertainty import config, run_uncertainty
 
     res = run_uncertainty(config(full), seed=seed, progress=progress)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from . import get_entry
-from ._common import DEFAULT_SEED, Section, md_table, new_figure, save, script_main
+from ._common import DEFAULT_SEED, Section, md_table, missing_extra, new_figure, save, script_main
 from ._style import COLOURS, legend_below, styled
 
 NAME = "repulsive_tables45_bnn"
@@ -246,19 +246,12 @@ def report(result, figure: str, full: bool) -> str:
     )
 
 
-def skipped() -> str:
-    """The section's Markdown without PyTorch."""
-    return (
-        "**Skipped**: this experiment runs on PyTorch, which is not installed. Install it with "
-        '`pip install "sgsim[torch]"` and run `sgsim reproduce --only repulsive_tables45_bnn` again.'
-    )
-
-
 def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DEFAULT_SEED) -> Section:
     """Tables 4 and 5 of [Rep]: both samplers on every split of Boston and Concrete; draw; return the section."""
-    bnn = _bnn()
-    if bnn is None:
-        return Section(NAME, TITLE, skipped())
+    if (note := missing_extra(NAME, TITLE)) is not None:
+        return note
+    from sgsim.torch import bnn_regression as bnn
+
     result = bnn.run_bnn_regression(bnn.config(full), seed=seed, progress=progress)
     figure = save(draw(result), out_dir, f"{NAME}.png")
     return Section(NAME, TITLE, report(result, figure, full), [figure], CAPTIONS)

@@ -8,6 +8,7 @@ Skipped as a whole where PyTorch (the ``torch`` extra) is not installed.
 
 import copy
 import importlib
+import importlib.util
 import math
 
 import numpy as np
@@ -232,3 +233,13 @@ def test_bad_arguments_name_the_parameter(boston):
     with pytest.raises(ParameterError) as info:
         bnn.make_split("yacht", 0, SEED)
     assert info.value.parameter == "dataset"
+
+
+def test_without_torch_the_section_is_skipped_with_the_extra_named(monkeypatch, tmp_path):
+    figures = _paper_figures()
+    script = importlib.import_module(f"{figures.__name__}.repulsive_tables45_bnn")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    section = script.run(tmp_path, progress=False)
+    assert section.figures == [] and "Skipped" in section.markdown and "sgsim[torch]" in section.markdown
+    assert list(tmp_path.iterdir()) == []
