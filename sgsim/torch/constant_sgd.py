@@ -151,6 +151,17 @@ class _NoiseEstimating(_CheckedOptimizer):
 
     # ------------------------------------------------------------------ gradients and pairs
 
+    def _begin_step(self, closure, first_example_grads):
+        """Run the closure, collect the gradients and add the step's noise pair, in that order."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        work = self._gradients()
+        if first_example_grads is not None:
+            self._observe(first_example_grads)
+        return loss, work
+
     def _gradients(self) -> list[_Work]:
         out: list[_Work] = []
         for group in self.param_groups:
@@ -426,13 +437,7 @@ class ConstantSGD(_NoiseEstimating):
         float or None
             The closure's loss, if a closure was given.
         """
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        work = self._gradients()
-        if first_example_grads is not None:
-            self._observe(first_example_grads)
+        loss, work = self._begin_step(closure, first_example_grads)
         if self.kl_optimal and self.pairs >= self.warmup:
             rate = self._kl_rate()
             for group in self.param_groups:
@@ -626,13 +631,7 @@ class PreconditionedSGD(_NoiseEstimating):
         float or None
             The closure's loss, if a closure was given.
         """
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        work = self._gradients()
-        if first_example_grads is not None:
-            self._observe(first_example_grads)
+        loss, work = self._begin_step(closure, first_example_grads)
         for group, params, grads in work:
             if not params:
                 continue

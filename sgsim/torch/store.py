@@ -682,6 +682,16 @@ def predictive_entropy(log_probs) -> torch.Tensor:
     return -torch.where(p > 0, p * log_probs, torch.zeros_like(p)).sum(dim=1)
 
 
+def _sample_means(means) -> torch.Tensor:
+    """``means`` as a floating tensor of shape ``(samples, inputs, ...)``, or a named error."""
+    mu = _as_tensor("means", means)
+    if not mu.is_floating_point():
+        mu = mu.to(torch.float64)
+    if mu.dim() < 2:
+        raise ParameterError("means", f"means must have shape (samples, inputs, ...), got {tuple(mu.shape)}")
+    return mu
+
+
 def _gaussian_log_density(targets: torch.Tensor, mean: torch.Tensor, precision: float) -> torch.Tensor:
     """``log N(y; mu, 1 / tau)`` elementwise."""
     return 0.5 * math.log(precision / (2 * math.pi)) - 0.5 * precision * (targets - mean) ** 2
@@ -720,11 +730,7 @@ def gaussian_mixture(means, noise_precision: float, weights=None) -> tuple[torch
         Each ``(n, ...)``.
     """
     tau = positive_float("noise_precision", noise_precision)
-    mu = _as_tensor("means", means)
-    if not mu.is_floating_point():
-        mu = mu.to(torch.float64)
-    if mu.dim() < 2:
-        raise ParameterError("means", f"means must have shape (samples, inputs, ...), got {tuple(mu.shape)}")
+    mu = _sample_means(means)
     w = _normalised_weights(weights, mu.shape[0], mu.dtype, mu.device).view((-1,) + (1,) * (mu.dim() - 1))
     mean = (w * mu).sum(dim=0)
     return mean, 1.0 / tau + (w * (mu - mean) ** 2).sum(dim=0)
@@ -766,11 +772,7 @@ def gaussian_log_likelihood(means, targets, noise_precision: float, weights=None
     float
     """
     tau = positive_float("noise_precision", noise_precision)
-    mu = _as_tensor("means", means)
-    if not mu.is_floating_point():
-        mu = mu.to(torch.float64)
-    if mu.dim() < 2:
-        raise ParameterError("means", f"means must have shape (samples, inputs, ...), got {tuple(mu.shape)}")
+    mu = _sample_means(means)
     y = _regression_targets("targets", targets, mu.shape[1:], mu.dtype, mu.device)
     per_sample = torch.stack([_input_sum(_gaussian_log_density(y, m, tau)) for m in mu])  # (S, n)
     return float(log_mean_exp(per_sample, dim=0, weights=weights).mean())
