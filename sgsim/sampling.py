@@ -654,6 +654,8 @@ def sample(
     n_threads=None,
     progress=False,
     log_density=False,
+    backend="cpu",
+    precision=None,
     **options,
 ):
     """Run ``n_chains`` replicas of ``method`` on ``target``.
@@ -717,6 +719,15 @@ def sample(
     log_density : bool
         Also record ``sample_stats["lp"]``, the target's log density at every draw (off by
         default: on the 25-Gaussian mixture it costs more than the sampling itself).
+    backend : {"cpu", "gpu", "gpu-host"}
+        Where the chains run: the compiled CPU kernels (default); ``"gpu"``, one CUDA thread
+        per chain (:mod:`sgsim.gpu`; needs ``pip install "sgsim[gpu]"`` and a CUDA device), for
+        the independent-chain methods on the synthetic targets; ``"gpu-host"``, the GPU kernel
+        built for this CPU, to check it without a GPU. The GPU path's chains draw Philox
+        normals: they agree with the CPU path's in law, not in bits.
+    precision : {"float32", "float64"}, optional
+        The GPU path's floating-point type: ``"float32"`` by default (the hardware's fast
+        path), or ``"float64"``. The CPU path runs in ``"float64"`` only.
     **options
         Method options: ``step_size`` (``alpha`` or ``alpha_0``), ``temperature``; cyclical
         methods: ``n_cycles``, ``explore_fraction``, ``skip_per_cycle``; SGHMC: ``friction``
@@ -775,6 +786,13 @@ def sample(
         **options,
     )
     n_chains = integer("n_chains", n_chains, low=1)
+    backend, precision = _check_backend(run, backend, precision)
+    executor = None
+    if backend != "cpu":
+        from .gpu import runner
+
+        executor = runner.executor(backend)
+        runner.check_device_memory(run, n_chains, precision, executor)
     seed = _rng.resolve_seed(seed)
     if on_divergence not in ("raise", "mark"):
         raise ParameterError("on_divergence", f"on_divergence must be 'raise' or 'mark', got {on_divergence!r}")
@@ -818,7 +836,9 @@ def sample(
         spread = np.ptp(theta0, axis=1).max(axis=-1)
         if np.any(spread == 0):
             raise ParameterError("init", "the particles of an ensemble coincide: the median bandwidth would be 0")
-    if run.interacting:
+    if executor is not None:  # the GPU path's streams are counters: no state to hold
+        rngs = np.zeros((n_chains, 0), np.uint64)
+    elif run.interacting:
         rngs = _rng.particle_states(seed, n_chains, run.n_particles or 1)
     else:
         rngs = _rng.chain_states(seed, n_chains)
@@ -832,8 +852,12 @@ def sample(
 
         bar = tqdm(total=run.schedule.n_steps * n_chains, desc=f"{run.method.name} on {tgt.name}", unit="step")
     t0 = time.perf_counter()
+    device = None
     try:
-        _execute(run, buf, keeper, n_threads, bar)
+        if executor is None:
+            _execute(run, buf, keeper, n_threads, bar)
+        else:
+            device = runner.execute(run, buf, keeper, seed, precision, executor, bar)
     finally:
         if bar is not None:
             bar.close()
@@ -849,7 +873,31 @@ def sample(
         note = alg.report({name: buf.stats_now[:, q] for q, name in enumerate(alg.stats)})
         if note:
             warnings.warn(note, RuntimeWarning, stacklevel=2)
-    return _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_density, init, init_velocity)
+    where = (backend, precision, device)
+    return _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_density, init, init_velocity, where)
+
+
+def _check_backend(run: Run, backend, precision) -> tuple[str, str]:
+    """Validate ``backend`` and ``precision`` for ``run`` before any work; return them resolved."""
+    from .gpu.kernels import PRECISIONS, supported
+    from .gpu.runner import BACKENDS
+
+    if backend not in BACKENDS:
+        raise ParameterError("backend", f"backend must be one of {BACKENDS}, got {backend!r}")
+    if precision is None:
+        precision = "float64" if backend == "cpu" else "float32"
+    if precision not in PRECISIONS:
+        raise ParameterError("precision", f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if backend == "cpu":
+        if precision != "float64":
+            raise ParameterError(
+                "precision", f"the CPU kernels run in float64: precision={precision!r} needs backend='gpu'"
+            )
+        return backend, precision
+    why = supported(run)
+    if why is not None:
+        raise ParameterError("backend", f"backend={backend!r}: {why}; use backend='cpu'")
+    return backend, precision
 
 
 def _divergence_reason(state: np.ndarray, bound: float | None) -> str:
@@ -859,8 +907,10 @@ def _divergence_reason(state: np.ndarray, bound: float | None) -> str:
     return f"|theta_i| reached {np.max(np.abs(state[0])):.3g} > divergence_bound {bound:.4g}"
 
 
-def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_density, init, init_velocity):
+def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_density, init, init_velocity, where):
     from . import __version__
+
+    backend, precision, device = where
 
     tgt, alg = run.target, run.method.algorithm
     # per draw for the storage modes that keep draws; moments keep diverged_at per chain only
@@ -934,6 +984,8 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
             None if tgt.stochastic_grad_u is None else tgt.extras.get("stochastic_gradient", "stochastic_grad_u")
         ),
         divergence_bound=run.divergence_bound,
+        backend=backend,
+        precision=precision,
     )
     text, arrays = _spec.encode(spec)
     attrs = {
@@ -951,8 +1003,15 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
         "rng": (
             "PCG64 per chain from SeedSequence(seed, spawn_key=(chain, 0)); per particle (chain, 0, particle); "
             "NumPy's ziggurat normals"
+            if backend == "cpu"
+            else "Philox4x32-10 per chain, counter (normal block, chain), key from SeedSequence(seed); Box-Muller "
+            "normals; initial points as on the CPU"
         ),
+        "backend": backend,
+        "precision": precision,
     }
+    if device is not None:
+        attrs["device"] = device
     output = RunOutput(
         storage=run.storage,
         theta=theta,
@@ -1051,6 +1110,8 @@ def replay(source, *, target=None, n_threads=None, progress=False):
         noise_correction=noise_correction,
         log_density=spec.log_density,
         divergence_bound=spec.divergence_bound,
+        backend=spec.backend,
+        precision=spec.precision,
         n_threads=n_threads,
         progress=progress,
         on_divergence="mark",

@@ -66,6 +66,11 @@ class RunSpec:
     divergence_bound : float or None
         The bound on ``max_i |theta_i|`` beyond which a chain was stopped as diverged (None:
         only non-finite states; also what results written before bounds existed hold).
+    backend : str
+        Where the chains ran: ``"cpu"`` (the compiled CPU kernels; also what results written
+        before the GPU path existed hold), ``"gpu"`` or ``"gpu-host"`` (:mod:`sgsim.gpu`).
+    precision : str
+        The chains' floating-point type: ``"float64"``, or ``"float32"`` on the GPU path.
     """
 
     target: TargetSpec | None
@@ -87,6 +92,8 @@ class RunSpec:
     grad_noise_cov: list = field(default_factory=list)
     stochastic_gradient: str | None = None
     divergence_bound: float | None = None
+    backend: str = "cpu"
+    precision: str = "float64"
 
     def to_dict(self) -> dict:
         """The spec as nested plain data (arrays stay arrays)."""

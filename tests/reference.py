@@ -334,3 +334,39 @@ def sgld_repulsive_rb(grad, Z0, eps, temp, seed, bandwidth, batch_size, normalis
         Z = new
         path[k] = Z
     return path
+
+
+# ----------------------------------------------------------------------------- the GPU path's normals
+
+
+def philox4x32_10(counter, key, rounds=10):
+    """Philox4x32 ("Parallel random numbers: as easy as 1, 2, 3", Salmon et al., 2011) in plain Python.
+
+    ``counter``: 4 words, ``key``: 2 words (integers below 2^32); returns the 4 output words.
+    """
+    m0, m1, w0, w1, mask = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85, 0xFFFFFFFF
+    c0, c1, c2, c3 = (int(v) & mask for v in counter)
+    k0, k1 = (int(v) & mask for v in key)
+    for r in range(rounds):
+        if r:
+            k0, k1 = (k0 + w0) & mask, (k1 + w1) & mask
+        p0, p1 = m0 * c0, m1 * c2
+        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0) & mask, p1 & mask, ((p0 >> 32) ^ c3 ^ k1) & mask, p0 & mask
+    return [c0, c1, c2, c3]
+
+
+def box_muller(words, precision):
+    """The normals of one Philox block as sgsim.gpu.kernels makes them (4 in float32, 2 in float64)."""
+    if precision == "float32":
+        out = []
+        for h in range(2):
+            u = ((words[2 * h] >> 8) + 0.5) * 2.0**-24
+            v = (words[2 * h + 1] >> 8) * 2.0**-24
+            r = np.sqrt(-2.0 * np.log(u))
+            out += [r * np.cos(2 * np.pi * v), r * np.sin(2 * np.pi * v)]
+        return np.array(out)
+    hu = ((words[0] << 32) | words[1]) >> 11
+    hv = ((words[2] << 32) | words[3]) >> 11
+    u, v = (hu + 0.5) * 2.0**-53, hv * 2.0**-53
+    r = np.sqrt(-2.0 * np.log(u))
+    return np.array([r * np.cos(2 * np.pi * v), r * np.sin(2 * np.pi * v)])
