@@ -356,17 +356,21 @@ def philox4x32_10(counter, key, rounds=10):
 
 
 def box_muller(words, precision):
-    """The normals of one Philox block as sgsim.gpu.kernels makes them (4 in float32, 2 in float64)."""
+    """The normals of one Philox block as sgsim.gpu.kernels makes them (4 in float32, 2 in float64).
+
+    Box-Muller: ``sqrt(-2 log u) (cos phi, sin phi)``, ``phi = 2 pi (v - 1/2)``, from 24-bit
+    (float32) or 53-bit (float64) uniforms ``u`` in (0, 1) and ``v`` in [0, 1).
+    """
     if precision == "float32":
         out = []
         for h in range(2):
             u = ((words[2 * h] >> 8) + 0.5) * 2.0**-24
             v = (words[2 * h + 1] >> 8) * 2.0**-24
-            r = np.sqrt(-2.0 * np.log(u))
-            out += [r * np.cos(2 * np.pi * v), r * np.sin(2 * np.pi * v)]
+            r, phi = np.sqrt(-2.0 * np.log(u)), 2 * np.pi * (v - 0.5)
+            out += [r * np.cos(phi), r * np.sin(phi)]
         return np.array(out)
     hu = ((words[0] << 32) | words[1]) >> 11
     hv = ((words[2] << 32) | words[3]) >> 11
     u, v = (hu + 0.5) * 2.0**-53, hv * 2.0**-53
-    r = np.sqrt(-2.0 * np.log(u))
-    return np.array([r * np.cos(2 * np.pi * v), r * np.sin(2 * np.pi * v)])
+    r, phi = np.sqrt(-2.0 * np.log(u)), 2 * np.pi * (v - 0.5)
+    return np.array([r * np.cos(phi), r * np.sin(phi)])

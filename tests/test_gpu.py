@@ -205,8 +205,13 @@ def test_the_kernel_equals_the_cpu_kernels_given_the_same_normals(case):
     assert np.max(np.abs(gpu_draws - drawn) / scale) < 1e-12, case
     assert np.max(np.abs(gpu_finals - finals) / (1.0 + np.abs(finals))) < 1e-12, case
     # negative control: the CPU kernel given the normals one step late is far from the kernel
-    shifted = np.roll(host.HostExecutor().normals(lib, source, 1, 0, n_steps * target.dim, runner.philox_key(seed)), target.dim)
-    state = tuple(np.array(s, float)[0] for s in run.method.algorithm.initial_state(result.constant_data["init"].values[:1], {}, run.options))
+    shifted = np.roll(
+        host.HostExecutor().normals(lib, source, 1, 0, n_steps * target.dim, runner.philox_key(seed)), target.dim
+    )
+    state = tuple(
+        np.array(s, float)[0]
+        for s in run.method.algorithm.initial_state(result.constant_data["init"].values[:1], {}, run.options)
+    )
     out = np.full((run.n_draws, target.dim), np.nan)
     run_chain(run, state, None, out, injected=shifted[0].reshape(-1, target.dim))
     if run.method.name not in ("sgd",):  # plain SGD's only noise is the gradient's, which the control shifts too
@@ -359,7 +364,9 @@ def test_bad_backend_arguments_are_named(kwargs, name, match):
     [
         ("mixture_25", "svgd", dict(n_particles=4, step_size=0.01), "interacting particles"),
         (
-            lambda: targets.logistic_regression(np.random.default_rng(0).normal(size=(20, 2)), np.r_[np.zeros(10), np.ones(10)], batch_size=5),
+            lambda: targets.logistic_regression(
+                np.random.default_rng(0).normal(size=(20, 2)), np.r_[np.zeros(10), np.ones(10)], batch_size=5
+            ),
             "sgld",
             dict(step_size=0.01),
             "draws minibatches",
@@ -443,13 +450,17 @@ def test_device_normals_equal_the_host_builds(precision):
     src = kernels.render(run, precision, device=False)
     ref = hx.normals(host.build(src), src, 1000, 0, 64, (1, 2))
     # float32 uses the GPU's fast log (about 2 ulp): relative 1e-5; float64 the library's
-    assert np.allclose(dev, ref, rtol=1e-5 if precision == "float32" else 1e-13, atol=1e-6 if precision == "float32" else 1e-14)
+    assert np.allclose(
+        dev, ref, rtol=1e-5 if precision == "float32" else 1e-13, atol=1e-6 if precision == "float32" else 1e-14
+    )
 
 
 @gpu
 @pytest.mark.parametrize("method", ["csgld", "csghmc", "sgld_wt"])
 def test_on_the_gpu_a_million_chains_match_the_exact_law(method):
-    options = dict(step_size=0.1, n_cycles=CYCLES, explore_fraction=BETA) if method != "sgld_wt" else dict(step_size=0.2)
+    options = (
+        dict(step_size=0.1, n_cycles=CYCLES, explore_fraction=BETA) if method != "sgld_wt" else dict(step_size=0.2)
+    )
     if method == "csghmc":
         options["friction"] = 0.3
     result = sgsim.sample(LINEAR, method, K, n_chains=1_000_000, seed=31, init=INIT, storage="final", backend="gpu",

@@ -38,30 +38,39 @@ class CudaExecutor:
         self.cp = cupy
 
     def put(self, array: np.ndarray):
+        """A device copy of the host array ``array``."""
         return self.cp.asarray(np.ascontiguousarray(array))
 
     def zeros(self, shape, dtype):
+        """A zeroed device array."""
         return self.cp.zeros(shape, dtype)
 
     def get(self, array) -> np.ndarray:
+        """A host copy of the device array ``array``."""
         return self.cp.asnumpy(array)
 
     def free_memory(self) -> float | None:
+        """Bytes of device memory a run may use (None: not a device, nothing to check)."""
         free, _ = self.cp.cuda.runtime.memGetInfo()
         # memory the pool holds but does not use can be given to this run too
         pool = self.cp.get_default_memory_pool()
         return float(free + pool.total_bytes() - pool.used_bytes())
 
     def describe(self) -> str:
+        """The device, in words (recorded as ``attrs["device"]``)."""
         props = self.cp.cuda.runtime.getDeviceProperties(self.cp.cuda.Device().id)
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         return f"{name} (CUDA runtime {self.cp.cuda.runtime.runtimeGetVersion()}, CuPy {self.cp.__version__})"
 
     def build(self, source: KernelSource):
+        """The compiled kernel of ``source``."""
         module = self.cp.RawModule(code=source.code, options=("--std=c++17",))
         return module
 
-    def launch(self, module, r, state, failed, alpha, sd, noisy, store, nb, k0, bound, key0, key1, out, count, mean, m2):
+    def launch(
+        self, module, r, state, failed, alpha, sd, noisy, store, nb, k0, bound, key0, key1, out, count, mean, m2
+    ):
+        """Advance chains ``0 .. r - 1`` over one block of ``nb`` steps starting at step ``k0``."""
         kernel = module.get_function("sg_run")
         grid = ((int(r) + THREADS - 1) // THREADS,)
         real = state.dtype.type
@@ -83,4 +92,5 @@ class CudaExecutor:
         return self.cp.asnumpy(out).T.copy()
 
     def synchronize(self) -> None:
+        """Wait for the launched kernels to finish."""
         self.cp.cuda.Device().synchronize()

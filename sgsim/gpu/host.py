@@ -103,24 +103,31 @@ class HostExecutor:
     name = "gpu-host"
 
     def put(self, array: np.ndarray) -> np.ndarray:
+        """A device copy of the host array ``array``."""
         return np.ascontiguousarray(array)
 
     def zeros(self, shape, dtype) -> np.ndarray:
+        """A zeroed device array."""
         return np.zeros(shape, dtype)
 
     def get(self, array: np.ndarray) -> np.ndarray:
+        """A host copy of the device array ``array``."""
         return np.asarray(array)
 
     def free_memory(self) -> float | None:
+        """Bytes of device memory a run may use (None: not a device, nothing to check)."""
         return None  # the host buffers are checked by sgsim.sampling
 
     def describe(self) -> str:
+        """The device, in words (recorded as ``attrs["device"]``)."""
         return f"host CPU ({compiler()})"
 
     def build(self, source: KernelSource):
+        """The compiled kernel of ``source``."""
         return build(source)
 
     def launch(self, lib, r, state, failed, alpha, sd, noisy, store, nb, k0, bound, key0, key1, out, count, mean, m2):
+        """Advance chains ``0 .. r - 1`` over one block of ``nb`` steps starting at step ``k0``."""
         lib.sg_run_host(
             r, _ptr(state), _ptr(failed), _ptr(alpha), _ptr(sd), _ptr(noisy), _ptr(store), nb, k0, bound,
             key0, key1, _ptr(out), _ptr(count), _ptr(mean), _ptr(m2),
@@ -133,6 +140,7 @@ class HostExecutor:
         return out.T.copy()
 
     def synchronize(self) -> None:
+        """Wait for the launched kernels to finish."""
         return None
 
 

@@ -15,7 +15,7 @@ multiply-adds.
 The description
 ~~~~~~~~~~~~~~~
 For each supported target gradient and each algorithm step this module holds a short C
-fragment, keyed by the compiled CPU function it mirrors (:data:`GRADIENTS`, :data:`STEPS`). The
+fragment, keyed by the compiled CPU function it mirrors (``GRADIENTS``, ``STEPS``). The
 fragment performs the same operations in the same order as that function, so that the one
 description serves both machines: :func:`render` composes the fragments with the chain loop
 (which mirrors ``sgsim.integrators._loop``: move, gradient, noise, update, the divergence
@@ -43,7 +43,8 @@ Normals come from Philox4x32-10 ("Parallel random numbers: as easy as 1, 2, 3", 
 ``philox(counter = (b mod 2^32, b div 2^32, c mod 2^32, c div 2^32), key)``, with the key the
 first two 32-bit words of ``SeedSequence(seed)``'s state. Normal ``t = k d + i`` of a chain (step
 ``k``, coordinate ``i``) comes from block ``t div n`` (``n = 4`` normals per block in single
-precision, 2 in double, by the Box-Muller transform of pairs of uniforms), so a chain's normals
+precision, 2 in double, by the Box-Muller transform of pairs of uniforms ``u`` in (0, 1) and ``v``
+in [0, 1): ``sqrt(-2 log u) (cos phi, sin phi)``, ``phi = 2 pi (v - 1/2)``), so a chain's normals
 are a fixed function of ``(seed, chain, step, coordinate)``: they do not depend on how many
 chains run, how they are scheduled, or where the run is cut into blocks. A step without noise
 draws nothing and moves no counter. These are not the CPU path's streams (PCG64 with NumPy's
@@ -64,6 +65,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,8 +116,9 @@ class _Gradient:
     """A target gradient's C fragment: ``sg_grad(th, g)`` writes ``grad U(th)`` into ``g``."""
 
     mirrors: str
-    arrays: callable  # params -> dict name -> array
+    arrays: Callable[[tuple], dict]  # params -> dict name -> array
     code: str  # the body of sg_grad, in terms of D, the arrays and the macros
+    helpers: str = ""  # device functions sg_grad calls
 
 
 _LINEAR_GAUSSIAN = _Gradient(
@@ -136,19 +139,35 @@ _LINEAR_GAUSSIAN = _Gradient(
 
 _MIXTURE = _Gradient(
     "sgsim.targets.mixtures.mixture_grad_u (and mixture_grad_u_2d, the same arithmetic)",
-    lambda params: {"MEANS": params[0], "LIN": params[1], "CONST": params[2], "HALF_PREC": params[3]},
+    # TWO_HP = 2 half_prec = 1 / s_j^2 exactly (a doubling), so w * TWO_HP[j] is the CPU's w * 2 * half_prec[j]
+    lambda params: {
+        "MEANS": params[0],
+        "LIN": params[1],
+        "CONST": params[2],
+        "HALF_PREC": params[3],
+        "TWO_HP": 2.0 * params[3],
+    },
     """
     // U = -logsumexp_j e_j, e_j = const_j - half_prec_j |x|^2 + lin_j . x; the gradient is
     // sum_j r_j (x - mu_j) / s_j^2 with r = softmax(e), around the largest exponent
     real sq = 0;
     #pragma unroll
     for (int i = 0; i < D; ++i) sq += th[i] * th[i];
+    // each exponent is computed once and held in a register when there are few components
+    // (the same value the CPU kernel recomputes), else recomputed in the second pass
+#if J <= 32
+    real ex[J];
+#define SG_EXPONENT(j) ex[j]
+#else
+#define SG_EXPONENT(j) sg_exponent(j, th, sq)
+#endif
     real best = -SG_INF;
     #pragma unroll
     for (int j = 0; j < J; ++j) {
-        real e = CONST[j] - HALF_PREC[j] * sq;
-        #pragma unroll
-        for (int i = 0; i < D; ++i) e += LIN[j * D + i] * th[i];
+        const real e = sg_exponent(j, th, sq);
+#if J <= 32
+        ex[j] = e;
+#endif
         best = e > best ? e : best;
     }
     real acc[D];
@@ -157,10 +176,7 @@ _MIXTURE = _Gradient(
     real total = 0;
     #pragma unroll
     for (int j = 0; j < J; ++j) {
-        real e = CONST[j] - HALF_PREC[j] * sq;
-        #pragma unroll
-        for (int i = 0; i < D; ++i) e += LIN[j * D + i] * th[i];
-        e = e - best;
+        const real e = SG_EXPONENT(j) - best;
 #if SG_SKIP
         if (e > (real)(-40.0)) {
 #else
@@ -168,13 +184,22 @@ _MIXTURE = _Gradient(
 #endif
             const real w = SG_EXP(e);
             total += w;
-            const real c = w * (real)2 * HALF_PREC[j];
+            const real c = w * TWO_HP[j];
             #pragma unroll
             for (int i = 0; i < D; ++i) acc[i] += c * (th[i] - MEANS[j * D + i]);
         }
     }
+#undef SG_EXPONENT
     #pragma unroll
-    for (int i = 0; i < D; ++i) g[i] = acc[i] / total;
+    for (int i = 0; i < D; ++i) g[i] = SG_DIV(acc[i], total);
+""",
+    helpers="""
+SG_DEV real sg_exponent(int j, const real* th, real sq) {
+    real e = CONST[j] - HALF_PREC[j] * sq;
+    #pragma unroll
+    for (int i = 0; i < D; ++i) e += LIN[j * D + i] * th[i];
+    return e;
+}
 """,
 )
 
@@ -197,7 +222,7 @@ _EXPONENTIAL_MIXTURE = _Gradient(
         total += w;
         acc += w * LAM[j];
     }
-    g[0] = ey * acc / total - (real)1;
+    g[0] = SG_DIV(ey * acc, total) - (real)1;
 """,
 )
 
@@ -224,7 +249,7 @@ class _Step:
     """
 
     mirrors: str
-    constants: callable
+    constants: Callable[[tuple], tuple]
     update: str
     move: str = ""
 
@@ -302,7 +327,10 @@ _PRECONDITIONED_SGD = _Step(
 
 _MOMENTUM_SGD = _Step(
     "sgsim.integrators.constant_sgd.momentum_update",
-    lambda consts: ([f"#define SCALE (real)({float(consts[0]).hex()})", f"#define KEEP (real)({float(consts[1]).hex()})"], {}),
+    lambda consts: (
+        [f"#define SCALE (real)({float(consts[0]).hex()})", f"#define KEEP (real)({float(consts[1]).hex()})"],
+        {},
+    ),
     """
     const real s = a * SCALE;
     if (nz) {
@@ -408,8 +436,6 @@ class KernelSource:
         ``D`` and the number of state rows.
     storage : str
         The storage mode compiled in.
-    key : str
-        A digest of the source (names the host build's cache file).
     """
 
     code: str
@@ -420,10 +446,12 @@ class KernelSource:
 
     @property
     def key(self) -> str:
+        """A digest of the source: names the host build's cache file."""
         return hashlib.sha256(self.code.encode()).hexdigest()[:24]
 
     @property
     def dtype(self) -> np.dtype:
+        """The NumPy type of ``real``."""
         return np.dtype(self.precision)
 
 
@@ -456,37 +484,47 @@ _MATH = {
 typedef float real;
 #define SG_INF __int_as_float(0x7f800000)
 #define SG_EXP(v) __expf(v)
+#define SG_DIV(a, b) __fdividef((a), (b))
 #define SG_LOG(v) __logf(v)
-#define SG_SQRT(v) sqrtf(v)
+// v > 0 wherever it is used (the Box-Muller radius): v / sqrt(v) by the hardware's reciprocal square root
+#define SG_SQRT(v) ((v) * rsqrtf(v))
 #define SG_ABS(v) fabsf(v)
-#define SG_SINCOSPI(v, s, c) sincospif((v), (s), (c))
+// the hardware's sine and cosine, accurate on the angle's range [-pi, pi)
+#define SG_SINCOS(v, s, c) __sincosf((v), (s), (c))
+#define SG_TWO_PI 6.28318530717958647692f
 """,
     ("float64", True): r"""
 typedef double real;
 #define SG_INF __longlong_as_double(0x7ff0000000000000LL)
 #define SG_EXP(v) exp(v)
+#define SG_DIV(a, b) ((a) / (b))
 #define SG_LOG(v) log(v)
 #define SG_SQRT(v) sqrt(v)
 #define SG_ABS(v) fabs(v)
-#define SG_SINCOSPI(v, s, c) sincospi((v), (s), (c))
+#define SG_SINCOS(v, s, c) sincos((v), (s), (c))
+#define SG_TWO_PI 6.28318530717958647692
 """,
     ("float32", False): r"""
 typedef float real;
 #define SG_INF HUGE_VALF
 #define SG_EXP(v) std::exp((float)(v))
+#define SG_DIV(a, b) ((a) / (b))
 #define SG_LOG(v) std::log((float)(v))
 #define SG_SQRT(v) std::sqrt((float)(v))
 #define SG_ABS(v) std::fabs((float)(v))
-#define SG_SINCOSPI(v, s, c) (*(s) = std::sin(3.14159265f * (v)), *(c) = std::cos(3.14159265f * (v)))
+#define SG_SINCOS(v, s, c) (*(s) = std::sin((float)(v)), *(c) = std::cos((float)(v)))
+#define SG_TWO_PI 6.28318530717958647692f
 """,
     ("float64", False): r"""
 typedef double real;
 #define SG_INF HUGE_VAL
 #define SG_EXP(v) std::exp(v)
+#define SG_DIV(a, b) ((a) / (b))
 #define SG_LOG(v) std::log(v)
 #define SG_SQRT(v) std::sqrt(v)
 #define SG_ABS(v) std::fabs(v)
-#define SG_SINCOSPI(v, s, c) (*(s) = std::sin(3.141592653589793 * (v)), *(c) = std::cos(3.141592653589793 * (v)))
+#define SG_SINCOS(v, s, c) (*(s) = std::sin(v), *(c) = std::cos(v))
+#define SG_TWO_PI 6.28318530717958647692
 """,
 }
 
@@ -524,7 +562,7 @@ SG_DEV void sg_normal_block(sg_u64 b, sg_u64 c, sg_u32 k0, sg_u32 k1, real* n) {
         const real v = (real)(w[2 * h + 1] >> 8) * (real)0x1p-24;
         const real r = SG_SQRT((real)(-2) * SG_LOG(u));
         real s, co;
-        SG_SINCOSPI((real)2 * v, &s, &co);
+        SG_SINCOS(SG_TWO_PI * (v - (real)0.5), &s, &co);
         n[2 * h] = r * co;
         n[2 * h + 1] = r * s;
     }
@@ -535,7 +573,7 @@ SG_DEV void sg_normal_block(sg_u64 b, sg_u64 c, sg_u32 k0, sg_u32 k1, real* n) {
     const real v = (real)hv * (real)0x1p-53;
     const real r = SG_SQRT((real)(-2) * SG_LOG(u));
     real s, co;
-    SG_SINCOSPI((real)2 * v, &s, &co);
+    SG_SINCOS(SG_TWO_PI * (v - (real)0.5), &s, &co);
     n[0] = r * co;
     n[1] = r * s;
 #endif
@@ -543,6 +581,7 @@ SG_DEV void sg_normal_block(sg_u64 b, sg_u64 c, sg_u32 k0, sg_u32 k1, real* n) {
 """
 
 _CHAIN = r"""
+@HELPERS@
 SG_DEV void sg_grad(const real* th, real* g) {
 @GRADIENT@
 }
@@ -719,12 +758,12 @@ _STORAGE_CODES = {"draws": 1, "final": 2, "moments": 3}
 
 
 def render(run, precision: str, device: bool = True) -> KernelSource:
-    """The kernel source of ``run`` (a prepared :class:`sgsim.sampling.Run`) in ``precision``.
+    """The kernel source of ``run`` (a prepared ``sgsim.sampling.Run``) in ``precision``.
 
     Parameters
     ----------
     run : sgsim.sampling.Run
-        What :func:`sgsim.sampling.prepare` returned: target, method, options, storage, noise basis.
+        What ``sgsim.sampling.prepare`` returned: target, method, options, storage, noise basis.
     precision : {"float32", "float64"}
     device : bool
         The CUDA text (True) or the host C++ text (False); they differ only in the math
@@ -774,6 +813,9 @@ def render(run, precision: str, device: bool = True) -> KernelSource:
         *defines,
         *(_array(name, values, precision, space) for name, values in params.items()),
         _PHILOX,
-        _CHAIN.replace("@GRADIENT@", gradient.code).replace("@MOVE@", step.move).replace("@UPDATE@", step.update),
+        _CHAIN.replace("@HELPERS@", gradient.helpers)
+        .replace("@GRADIENT@", gradient.code)
+        .replace("@MOVE@", step.move)
+        .replace("@UPDATE@", step.update),
     ]
     return KernelSource("\n".join(lines), precision, d, len(alg.state), run.storage)

@@ -1,7 +1,7 @@
 """The block loop of the many-chain path: a prepared run, its buffers, one kernel launch per block.
 
 :func:`execute` is the GPU path's counterpart of ``sgsim.sampling._execute``: it takes the same
-:class:`~sgsim.sampling.Run`, the same host buffers and the same storage index
+``sgsim.sampling.Run``, the same host buffers and the same storage index
 (``sgsim.sampling._Keeper``), so that the schedule, the noise factors, what is kept and in
 which slot, and the result's layout are computed by the code the CPU path uses. Only the
 chains' arithmetic runs elsewhere: the state is copied to the executor once, each block's
