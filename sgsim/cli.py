@@ -201,6 +201,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="B",
         help="a chain with some |theta_i| > B has diverged: a number > 0, 'auto' (default: the target's) or 'none'",
     )
+    run.add_argument(
+        "--backend",
+        choices=["cpu", "gpu", "gpu-host"],
+        default="cpu",
+        help="where the chains run: the CPU kernels (default), one CUDA thread per chain (needs sgsim[gpu]), or the "
+        "GPU kernel built for this CPU",
+    )
+    run.add_argument(
+        "--precision",
+        choices=["float32", "float64"],
+        help="the GPU path's floating-point type (default: float32 on the GPU, float64 on the CPU)",
+    )
     run.add_argument("--burn-in", type=int, default=0, metavar="B", help="initial steps whose draws are dropped")
     run.add_argument("--thin", type=int, default=1, metavar="T", help="keep every T-th collected draw")
     run.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -503,6 +515,8 @@ def _cmd_run(args, parser) -> int:
             noise_correction=args.noise_correction,
             divergence_bound=bound,
             progress=not args.quiet,
+            backend=args.backend,
+            precision=args.precision,
             **options,
         )
     except DivergenceError as exc:

@@ -240,67 +240,109 @@ def test_a_diverging_chain_stops_at_the_cpu_kernels_step():
 # ----------------------------------------------------------------------------- in law
 
 K, CYCLES, BETA = 300, 3, 0.3
+INIT3 = np.array([1.0, -0.5, 0.5])
+E_SGFS = 0.1  # SGFS's injected covariance E E^T = 0.1 I
+
+
+def _law_case(method):
+    """(target, options, init, law): ``law(scale)`` is theta's exact (mean, cov) at the final step
+    with the noise's variance multiplied by ``scale`` (1: the sampler's law)."""
+    cyc = schedules.cyclical(0.1, K, n_cycles=CYCLES, explore_fraction=BETA)
+    const = np.full(K, 1.0)
+    if method == "csgld":
+        options = dict(step_size=0.1, n_cycles=CYCLES, explore_fraction=BETA)
+        path = lambda s: exact_law.sgld_law(P, B, cyc.step_size, s * cyc.temperature, s * V, init_mean=INIT)  # noqa: E731
+        return LINEAR, options, INIT, path
+    if method == "csghmc":
+        options = dict(step_size=0.1, n_cycles=CYCLES, explore_fraction=BETA, friction=0.3)
+        path = lambda s: exact_law.sghmc_law(P, B, cyc.step_size, 0.3, s * cyc.temperature, s * V, init_mean=INIT)  # noqa: E731
+        return LINEAR, options, INIT, path
+    if method == "sgld_wt":  # the cyclical paper's SGLD at half the rate: alpha = epsilon / 2
+        path = lambda s: exact_law.sgld_law(P, B, 0.1 * const, s * const, s * V, init_mean=INIT)  # noqa: E731
+        return LINEAR, dict(step_size=0.2), INIT, path
+    # [SGDVI] units on the OU quadratic: A, per-example covariance C, batch size 4
+    if method == "sgd":
+        path = lambda s: exact_law.preconditioned_sgd_law(A3, s * C3, H_FULL, 0.5 * const, 4, INIT3)  # noqa: E731
+        return OU, dict(step_size=0.5, preconditioner=H_FULL), INIT3, path
+    if method == "momentum_sgd":
+        path = lambda s: exact_law.momentum_sgd_law(A3, s * C3, 0.3 * const, 0.2, 4, np.r_[INIT3, 0, 0, 0])  # noqa: E731
+        return OU, dict(step_size=0.3, damping=0.2), INIT3, path
+    if method == "sgfs":
+        e = np.sqrt(E_SGFS) * np.eye(3)
+        path = lambda s: exact_law.sgfs_law(A3, s * C3, H_FULL, np.sqrt(s) * e, 0.4 * const, 4, INIT3)  # noqa: E731
+        return OU, dict(step_size=0.4, preconditioner=H_FULL, injected_cov=E_SGFS), INIT3, path
+    raise AssertionError(method)
+
+
+LAW_METHODS = ["csgld", "csghmc", "sgld_wt", "sgd", "momentum_sgd", "sgfs"]
+
+
+def _check_law(method, backend, precision, n_chains, wrong_scale, seed):
+    target, options, init, law = _law_case(method)
+    result = sgsim.sample(
+        target, method, K, n_chains=n_chains, seed=seed, init=init, storage="final", backend=backend,
+        precision=precision, **options,
+    )  # fmt: skip
+    final = result.constant_data["final_theta"].values
+    d = target.dim
+
+    def moments(scale):
+        path = law(scale)
+        return path.mean[-1][:d], path.cov[-1][:d, :d]  # theta's marginal of a (theta, v) law
+
+    # replica mean, variances and covariances; their SEs are derived in stats.py
+    check_gaussian_law(final, *moments(1.0), f"{method} {backend} {precision}")
+    # negative control: the wrong noise scale (every noise variance times wrong_scale)
+    with pytest.raises(AssertionError, match="variance|covariance"):
+        check_gaussian_law(final, *moments(wrong_scale), "wrong noise scale")
 
 
 @pytest.mark.parametrize("precision", kernels.PRECISIONS)
-@pytest.mark.parametrize("method", ["csgld", "csghmc"])
+@pytest.mark.parametrize("method", LAW_METHODS)
 def test_final_step_matches_the_exact_law(method, precision):
-    alpha0, eta = 0.1, 0.3
-    options = dict(step_size=alpha0, n_cycles=CYCLES, explore_fraction=BETA)
-    if method == "csghmc":
-        options["friction"] = eta
-    result = sgsim.sample(
-        LINEAR, method, K, n_chains=20_000, seed=21, init=INIT, storage="final", backend="gpu-host",
-        precision=precision, **options,
-    )  # fmt: skip
-    sched = schedules.cyclical(alpha0, K, n_cycles=CYCLES, explore_fraction=BETA)
-
-    def law(scale):
-        # scale multiplies the injected noise's variance (1: the sampler's law)
-        if method == "csgld":
-            return exact_law.sgld_law(P, B, sched.step_size, scale * sched.temperature, V, init_mean=INIT)
-        return exact_law.sghmc_law(P, B, sched.step_size, eta, scale * sched.temperature, V, init_mean=INIT)
-
-    final = result.constant_data["final_theta"].values
-    path = law(1.0)
-    # theta's marginal (the first d components of SGHMC's (theta, v) law); SEs in stats.py
-    check_gaussian_law(final, path.mean[-1][:2], path.cov[-1][:2, :2], f"{method} {precision}")
-    # negative control: the wrong noise scale (injected variance 0.8 of the right one)
-    wrong = law(0.8)
-    with pytest.raises(AssertionError, match="variance"):
-        check_gaussian_law(final, wrong.mean[-1][:2], wrong.cov[-1][:2, :2], "wrong noise scale")
+    # 20,000 chains: a 20 % error of the noise's variance is about 14 SEs of a sample variance
+    _check_law(method, "gpu-host", precision, 20_000, 0.8, seed=21)
 
 
-def test_mode_coverage_on_the_25_gaussians_matches_the_cpu_path():
+def _coverage(result, means):
+    """Each mode's share of the chains' final states (nearest mode), and each state's squared distance to it."""
+    theta = result.constant_data["final_theta"].values
+    dist = ((theta[:, None, :] - means[None]) ** 2).sum(-1)
+    return np.bincount(dist.argmin(1), minlength=len(means)) / theta.shape[0], dist.min(1)
+
+
+def _check_coverage(backend, n_dev, n_cpu):
     options = dict(step_size=0.05, n_cycles=4, explore_fraction=0.25)
     target = targets.mixture_25()
     means = target.params[0]
-
-    def coverage(result):
-        theta = result.constant_data["final_theta"].values
-        dist = ((theta[:, None, :] - means[None]) ** 2).sum(-1)
-        return np.bincount(dist.argmin(1), minlength=25) / theta.shape[0], dist.min(1)
-
-    n = 4000
-    cpu = sgsim.sample(target, "csgld", 2000, n_chains=n, seed=1, storage="final", **options)
-    dev = sgsim.sample(target, "csgld", 2000, n_chains=n, seed=2, storage="final", backend="gpu-host", **options)
-    p_cpu, r_cpu = coverage(cpu)
-    p_dev, r_dev = coverage(dev)
-    # two independent proportions: SE = sqrt(p (1 - p) (1/n + 1/n)) with the pooled p
-    pooled = 0.5 * (p_cpu + p_dev)
-    assert_within_se(p_dev - p_cpu, 0.0, np.sqrt(pooled * (1 - pooled) * 2 / n) + 1e-12, what="mode coverage")
+    cpu = sgsim.sample(target, "csgld", 2000, n_chains=n_cpu, seed=1, storage="final", **options)
+    dev = sgsim.sample(target, "csgld", 2000, n_chains=n_dev, seed=2, storage="final", backend=backend, **options)
+    p_cpu, r_cpu = _coverage(cpu, means)
+    p_dev, r_dev = _coverage(dev, means)
+    # two independent proportions: SE = sqrt(p (1 - p) (1/n_dev + 1/n_cpu)) with the pooled p
+    pooled = (n_cpu * p_cpu + n_dev * p_dev) / (n_cpu + n_dev)
+    se = np.sqrt(pooled * (1 - pooled) * (1 / n_dev + 1 / n_cpu)) + 1e-12
+    assert_within_se(p_dev - p_cpu, 0.0, se, what="mode coverage")
     # mean squared distance to the nearest mode: SE from both samples' variances
-    se = np.sqrt(r_cpu.var() / n + r_dev.var() / n)
-    assert_within_se(r_dev.mean() - r_cpu.mean(), 0.0, se, what="within-mode spread")
-    # negative control: at temperature 0.6 the chains' spread around their modes is rejected
+    spread_se = np.sqrt(r_cpu.var() / n_cpu + r_dev.var() / n_dev)
+    assert_within_se(r_dev.mean() - r_cpu.mean(), 0.0, spread_se, what="within-mode spread")
+    # negative control: the same comparison rejects chains run at temperature 0.6
     cold = sgsim.sample(
-        target, "sgld", 2000, n_chains=n, seed=3, storage="final", backend="gpu-host", step_size=0.01, temperature=0.6
+        target, "csgld", 2000, n_chains=n_dev, seed=3, storage="final", backend=backend, temperature=0.6, **options
     )
-    warm = sgsim.sample(target, "sgld", 2000, n_chains=n, seed=1, storage="final", step_size=0.01)
-    r_cold, r_warm = coverage(cold)[1], coverage(warm)[1]
+    r_cold = _coverage(cold, means)[1]
     with pytest.raises(AssertionError, match="within-mode spread"):
-        se = np.sqrt(r_cold.var() / n + r_warm.var() / n)
-        assert_within_se(r_cold.mean() - r_warm.mean(), 0.0, se, what="within-mode spread")
+        spread_se = np.sqrt(r_cpu.var() / n_cpu + r_cold.var() / n_dev)
+        assert_within_se(r_cold.mean() - r_cpu.mean(), 0.0, spread_se, what="within-mode spread")
+
+
+def test_mode_coverage_on_the_25_gaussians_matches_the_cpu_path():
+    _check_coverage("gpu-host", 4000, 4000)
+
+
+@gpu
+def test_on_the_gpu_mode_coverage_matches_the_cpu_path():
+    _check_coverage("gpu", 1_000_000, 100_000)
 
 
 # ----------------------------------------------------------------------------- the public API
@@ -456,31 +498,133 @@ def test_device_normals_equal_the_host_builds(precision):
 
 
 @gpu
-@pytest.mark.parametrize("method", ["csgld", "csghmc", "sgld_wt"])
-def test_on_the_gpu_a_million_chains_match_the_exact_law(method):
-    options = (
-        dict(step_size=0.1, n_cycles=CYCLES, explore_fraction=BETA) if method != "sgld_wt" else dict(step_size=0.2)
+@pytest.mark.parametrize("precision", kernels.PRECISIONS)
+@pytest.mark.parametrize("method", LAW_METHODS)
+def test_on_the_gpu_a_million_chains_match_the_exact_law(method, precision):
+    # 10^6 chains: a 2 % error of the noise's variance is about 14 SEs of a sample variance
+    _check_law(method, "gpu", precision, 1_000_000, 0.98, seed=31)
+
+
+# ----------------------------------------------------------------------------- the CuPy executor, without CUDA
+
+
+class _FakeCupy:
+    """Just enough of CuPy for CudaExecutor: arrays are NumPy's, and a RawModule is the CUDA text
+    with the host's math macros, built by the host compiler. Each launch checks the grid and the
+    types of the arguments against the kernel's C signature, as CUDA would need them."""
+
+    __version__ = "13.0.0"
+
+    class cuda:  # noqa: N801 (CuPy's names)
+        class runtime:  # noqa: N801
+            @staticmethod
+            def getDeviceCount():  # noqa: N802
+                return 1
+
+            @staticmethod
+            def memGetInfo():  # noqa: N802
+                return 8 * 2**30, 16 * 2**30
+
+            @staticmethod
+            def getDeviceProperties(device):  # noqa: N802
+                return {"name": b"fake device"}
+
+            @staticmethod
+            def runtimeGetVersion():  # noqa: N802
+                return 12080
+
+        class Device:
+            id = 0
+
+            def synchronize(self):
+                return None
+
+    class _Pool:
+        def total_bytes(self):
+            return 0
+
+        def used_bytes(self):
+            return 0
+
+    @staticmethod
+    def get_default_memory_pool():
+        return _FakeCupy._Pool()
+
+    asarray = staticmethod(np.ascontiguousarray)
+    zeros = staticmethod(np.zeros)
+    empty = staticmethod(np.empty)
+    asnumpy = staticmethod(np.asarray)
+
+    class RawModule:
+        def __init__(self, code, options=()):
+            precision = "float32" if "typedef float real;" in code else "float64"
+            assert "--std=c++17" in options
+            host_code = code.replace(kernels._MATH[(precision, True)], kernels._MATH[(precision, False)])
+            self.precision = precision
+            self.lib = host.build(kernels.KernelSource(host_code, precision, 0, 0, ""))
+
+        def get_function(self, name):
+            real = np.dtype(self.precision)
+            signatures = {
+                "sg_run": (
+                    "i8",
+                    real,
+                    "i8",
+                    real,
+                    real,
+                    "u1",
+                    "i8",
+                    "i8",
+                    "i8",
+                    real,
+                    "u4",
+                    "u4",
+                    real,
+                    "i8",
+                    "f8",
+                    "f8",
+                ),
+                "sg_normals": ("i8", "u8", "i8", "u4", "u4", real),
+            }
+            scalars = {0, 7, 8, 9, 10, 11} if name == "sg_run" else {0, 1, 2, 3, 4}
+            host_fn = getattr(self.lib, name + "_host")
+
+            def launch(grid, block, args):
+                assert len(args) == len(signatures[name])
+                for i, (arg, dtype) in enumerate(zip(args, signatures[name], strict=True)):
+                    if i in scalars:
+                        assert isinstance(arg, np.generic) and arg.dtype == np.dtype(dtype), (name, i, arg)
+                    else:
+                        assert isinstance(arg, np.ndarray) and arg.dtype == np.dtype(dtype), (name, i, arg.dtype)
+                        assert arg.flags.c_contiguous
+                assert grid[0] * block[0] >= int(args[0]) > (grid[0] - 1) * block[0]
+                host_fn(*(a.ctypes.data if isinstance(a, np.ndarray) else a.item() for a in args))
+
+            return launch
+
+
+def test_the_cupy_executor_passes_the_kernel_what_its_signature_says(monkeypatch):
+    from sgsim.gpu import device
+
+    monkeypatch.setattr(device, "_import_cupy", lambda: _FakeCupy)
+    for precision in kernels.PRECISIONS:
+        for storage in ("draws", "final", "moments"):
+            common = dict(n_chains=300, step_size=0.05, n_cycles=2, seed=5, storage=storage, burn_in=10, thin=4)
+            dev = sgsim.sample("mixture_25", "csghmc", 500, backend="gpu", precision=precision, **common)
+            ref = sgsim.sample("mixture_25", "csghmc", 500, backend="gpu-host", precision=precision, **common)
+            assert dev.attrs["device"].startswith("fake device")
+            for group in ref.groups():
+                if group == "run_spec":
+                    continue
+                for name in ref[group].data_vars:
+                    assert np.array_equal(dev[group][name].values, ref[group][name].values), (precision, group, name)
+    from sgsim.gpu.device import CudaExecutor
+
+    run, _ = prepare(LINEAR, "sgld", 10, step_size=0.1)
+    ex = CudaExecutor()
+    source = kernels.render(run, "float64")
+    normals = ex.normals(ex.build(source), source, 200, 5, 30, (3, 4))
+    host_source = kernels.render(run, "float64", device=False)
+    assert np.array_equal(
+        normals, host.HostExecutor().normals(host.build(host_source), host_source, 200, 5, 30, (3, 4))
     )
-    if method == "csghmc":
-        options["friction"] = 0.3
-    result = sgsim.sample(LINEAR, method, K, n_chains=1_000_000, seed=31, init=INIT, storage="final", backend="gpu",
-                          **options)  # fmt: skip
-    if method == "sgld_wt":
-        sched = schedules.constant(0.1, K)  # Welling-Teh epsilon = 2 alpha
-
-        def law(scale):
-            return exact_law.sgld_law(P, B, sched.step_size, scale * sched.temperature, V, init_mean=INIT)
-    else:
-        sched = schedules.cyclical(0.1, K, n_cycles=CYCLES, explore_fraction=BETA)
-
-        def law(scale):
-            if method == "csgld":
-                return exact_law.sgld_law(P, B, sched.step_size, scale * sched.temperature, V, init_mean=INIT)
-            return exact_law.sghmc_law(P, B, sched.step_size, 0.3, scale * sched.temperature, V, init_mean=INIT)
-
-    final = result.constant_data["final_theta"].values
-    path = law(1.0)
-    check_gaussian_law(final, path.mean[-1][:2], path.cov[-1][:2, :2], f"{method} on the GPU")
-    wrong = law(0.98)
-    with pytest.raises(AssertionError, match="variance"):
-        check_gaussian_law(final, wrong.mean[-1][:2], wrong.cov[-1][:2, :2], "wrong noise scale")

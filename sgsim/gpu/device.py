@@ -15,7 +15,15 @@ from .kernels import THREADS, KernelSource
 
 __all__ = ["CudaExecutor", "INSTALL"]
 
-INSTALL = 'pip install "sgsim[gpu]" (CuPy for CUDA 12; see https://docs.cupy.dev for other CUDA versions)'
+INSTALL = 'pip install "sgsim[gpu]" (CuPy built for CUDA 12; for another CUDA version, the CuPy package built for it)'
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except ImportError:
+        raise ParameterError("backend", f"backend='gpu' needs CuPy: {INSTALL}") from None
+    return cupy
 
 
 class CudaExecutor:
@@ -25,10 +33,7 @@ class CudaExecutor:
     name = "gpu"
 
     def __init__(self):
-        try:
-            import cupy
-        except ImportError:
-            raise ParameterError("backend", f"backend='gpu' needs CuPy: {INSTALL}") from None
+        cupy = _import_cupy()
         try:
             n = cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:  # the CUDA driver is missing or refuses (CuPy raises its own types)
