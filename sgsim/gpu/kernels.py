@@ -53,8 +53,9 @@ ziggurat): the two paths agree in law, not in bits.
 Precision
 ~~~~~~~~~
 ``float32`` (the default on the GPU) keeps the state, the target's parameters and the
-per-step values in single precision and uses the hardware's fast exponential and logarithm;
-running moments are always accumulated in double precision. ``float64`` performs the CPU
+per-step values in single precision and uses the hardware's fast exponential and logarithm (a
+mixture's exponents are then kept in base 2, its parameters scaled by ``log2(e)``, which saves a
+multiplication per component); running moments are always accumulated in double precision. ``float64`` performs the CPU
 kernels' arithmetic: the tests check the host build against them to 1e-12. In single
 precision a Gaussian mixture's gradient sums every component (a component whose relative
 weight is below ``exp(-40)`` underflows to no contribution anyway); in double precision it
@@ -82,6 +83,7 @@ __all__ = ["KernelSource", "render", "supported", "GRADIENTS", "STEPS", "PRECISI
 PRECISIONS = ("float32", "float64")
 #: parameters up to this size live in constant memory (64 KiB on every CUDA device), larger in global memory
 _CONSTANT_BYTES = 32 * 1024
+_LOG2E = 1.4426950408889634
 #: threads per block of the GPU launch
 THREADS = 128
 
@@ -119,6 +121,8 @@ class _Gradient:
     arrays: Callable[[tuple], dict]  # params -> dict name -> array
     code: str  # the body of sg_grad, in terms of D, the arrays and the macros
     helpers: str = ""  # device functions sg_grad calls
+    # arrays that, in single precision, are stored times log2(e), the exponents then being in base 2
+    base2: tuple[str, ...] = ()
 
 
 _LINEAR_GAUSSIAN = _Gradient(
@@ -182,7 +186,8 @@ _MIXTURE = _Gradient(
 #else
         {
 #endif
-            const real w = SG_EXP(e);
+            // in single precision the exponents are in base 2 (see render): one instruction less each
+            const real w = SG_EXP_MIX(e);
             total += w;
             const real c = w * TWO_HP[j];
             #pragma unroll
@@ -193,6 +198,7 @@ _MIXTURE = _Gradient(
     #pragma unroll
     for (int i = 0; i < D; ++i) g[i] = SG_DIV(acc[i], total);
 """,
+    base2=("CONST", "LIN", "HALF_PREC"),
     helpers="""
 SG_DEV real sg_exponent(int j, const real* th, real sq) {
     real e = CONST[j] - HALF_PREC[j] * sq;
@@ -484,6 +490,7 @@ _MATH = {
 typedef float real;
 #define SG_INF __int_as_float(0x7f800000)
 #define SG_EXP(v) __expf(v)
+#define SG_EXP2(v) exp2f(v)
 #define SG_DIV(a, b) __fdividef((a), (b))
 #define SG_LOG(v) __logf(v)
 // v > 0 wherever it is used (the Box-Muller radius): v / sqrt(v) by the hardware's reciprocal square root
@@ -508,6 +515,7 @@ typedef double real;
 typedef float real;
 #define SG_INF HUGE_VALF
 #define SG_EXP(v) std::exp((float)(v))
+#define SG_EXP2(v) std::exp2((float)(v))
 #define SG_DIV(a, b) ((a) / (b))
 #define SG_LOG(v) std::log((float)(v))
 #define SG_SQRT(v) std::sqrt((float)(v))
@@ -784,6 +792,9 @@ def render(run, precision: str, device: bool = True) -> KernelSource:
     step = STEPS[_step_key(alg)]
     d = target.dim
     grad_arrays = gradient.arrays(target.params)
+    base2 = precision == "float32"
+    if base2:  # exp(e) = exp2(e log2(e)): the scaled exponents save a multiplication per component
+        grad_arrays = {k: np.asarray(v) * _LOG2E if k in gradient.base2 else v for k, v in grad_arrays.items()}
     defines, step_arrays = step.constants(alg.constants(run.options))
     n_components = next((np.asarray(v).shape[0] for k, v in grad_arrays.items() if k in ("CONST", "LAM")), 1)
     params = {**grad_arrays, **step_arrays}
@@ -803,6 +814,7 @@ def render(run, precision: str, device: bool = True) -> KernelSource:
         f"#define NPB {normals_per_block(precision)}",
         f"#define ROTATE {int(run.basis.rotate)}",
         f"#define SG_SKIP {int(precision == 'float64')}",
+        "#define SG_EXP_MIX(v) " + ("SG_EXP2(v)" if base2 else "SG_EXP(v)"),
         "#define STORAGE_DRAWS 1",
         "#define STORAGE_FINAL 2",
         "#define STORAGE_MOMENTS 3",
