@@ -628,3 +628,35 @@ def test_the_cupy_executor_passes_the_kernel_what_its_signature_says(monkeypatch
     assert np.array_equal(
         normals, host.HostExecutor().normals(host.build(host_source), host_source, 200, 5, 30, (3, 4))
     )
+
+
+def _nvrtc():
+    import ctypes
+    import ctypes.util
+    import os
+
+    path = os.environ.get("SGSIM_NVRTC") or ctypes.util.find_library("nvrtc")
+    return ctypes.CDLL(path) if path else None
+
+
+@pytest.mark.skipif(_nvrtc() is None, reason="no NVRTC library (set SGSIM_NVRTC to libnvrtc.so to run this)")
+@pytest.mark.parametrize("precision", kernels.PRECISIONS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_cuda_source_compiles_with_nvrtc(case, precision):
+    """CuPy compiles the kernel with NVRTC, whose implicit declarations differ from nvcc's."""
+    import ctypes
+
+    lib = _nvrtc()
+    method, target, options = CASES[case]
+    run, _ = prepare(_target(target), method, 100, storage="moments", **options)
+    prog = ctypes.c_void_p()
+    code = kernels.render(run, precision).code.encode()
+    assert lib.nvrtcCreateProgram(ctypes.byref(prog), code, b"sgsim.cu", 0, None, None) == 0
+    opts = [b"--std=c++17", b"--gpu-architecture=compute_90"]
+    rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+    size = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    assert rc == 0, log.value.decode()
