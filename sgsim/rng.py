@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from concurrent.futures import ThreadPoolExecutor
 
-import numba
 import numpy as np
 from numba.np.random._constants import fi_double, ki_double, wi_double, ziggurat_nor_inv_r, ziggurat_nor_r
 
@@ -70,8 +68,6 @@ __all__ = [
 
 STEP_STREAM = 0
 INIT_STREAM = 1
-#: below this many keys per thread, stream states are computed on the calling thread
-_KEYS_PER_THREAD = 1 << 16
 #: 64-bit words of one stream's state: PCG64 state (high, low), increment (high, low),
 #: whether a buffered 32-bit half is held, and that half.
 STATE_WORDS = 6
@@ -377,21 +373,7 @@ def stream_states(seed: int, keys) -> np.ndarray:
     entropy = _words(int(seed))
     entropy += [0] * max(0, _POOL - len(entropy))  # SeedSequence pads the entropy when a key follows
     out = np.empty((keys.shape[0], STATE_WORDS), np.uint64)
-    words = np.array(entropy, np.uint64)
-    keys = np.ascontiguousarray(keys, dtype=np.uint64)
-    # rows are independent: many keys (a million chains' initial points) are hashed on numba's
-    # thread count of threads, in contiguous slices (the compiled hashing releases the GIL)
-    workers = min(numba.get_num_threads(), keys.shape[0] // _KEYS_PER_THREAD)
-    if workers <= 1:
-        _seed_states(words, keys, out)
-        return out
-    bounds = np.linspace(0, keys.shape[0], workers + 1).astype(int)
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sgsim-seed") as pool:
-        done = [
-            pool.submit(_seed_states, words, keys[a:b], out[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-        ]
-        for future in done:
-            future.result()
+    _seed_states(np.array(entropy, np.uint64), np.ascontiguousarray(keys, dtype=np.uint64), out)
     return out
 
 

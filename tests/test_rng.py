@@ -112,16 +112,3 @@ def test_seed_validation_names_the_parameter():
             R.resolve_seed(bad)
         assert info.value.parameter == "seed"
     assert R.resolve_seed(None) >= 0
-
-
-def test_many_keys_hashed_on_threads_give_the_same_states(monkeypatch):
-    import numba
-
-    n = 3 * R._KEYS_PER_THREAD + 17  # three slices of unequal length
-    monkeypatch.setattr(numba, "get_num_threads", lambda: 1)
-    serial = R.chain_states(99, n, R.INIT_STREAM)
-    monkeypatch.setattr(numba, "get_num_threads", lambda: 3)
-    threaded = R.chain_states(99, n, R.INIT_STREAM)
-    assert np.array_equal(threaded, serial)
-    for c in (0, R._KEYS_PER_THREAD + 5, n - 1):  # one from each slice
-        assert np.array_equal(threaded[c], R.state_of(R.init_generator(99, c)))
