@@ -31,6 +31,8 @@ EXAMPLES = {
     "sgsim.theory.fokker_planck": ["stationarity_residual"],
     "sgsim.theory.exact_law": ["sgld_law", "stationary_covariance"],
     "sgsim.sweep": ["grid", "run_sweep"],
+    "sgsim.gpu.kernels": ["supported"],
+    "sgsim.gpu.runner": ["philox_key", "device_bytes"],
 }
 
 

@@ -397,7 +397,27 @@ def _step_key(alg) -> tuple:
 
 
 def supported(run) -> str | None:
-    """Why ``run`` cannot run on the GPU path, or None when it can."""
+    """Why ``run`` cannot run on the GPU path, or None when it can.
+
+    Parameters
+    ----------
+    run : sgsim.sampling.Run
+        A prepared run (``sgsim.sampling.prepare``).
+
+    Returns
+    -------
+    str or None
+        The reason, naming the method or the target and what the GPU path runs instead.
+
+    Examples
+    --------
+    >>> from sgsim.gpu import supported
+    >>> from sgsim.sampling import prepare
+    >>> print(supported(prepare("mixture_25", "csgld", 100, step_size=0.05, n_cycles=2)[0]))
+    None
+    >>> print(supported(prepare("mixture_25", "svgd", 100, step_size=0.05, n_particles=10)[0]))  # doctest: +ELLIPSIS
+    method 'svgd' moves interacting particles; the GPU path runs independent chains (csghmc, csgld, ...)
+    """
     alg, target = run.method.algorithm, run.target
     if run.interacting:
         return (

@@ -28,7 +28,14 @@ BLOCK_STEPS = 10_000
 
 
 def executor(backend: str):
-    """The executor of ``backend`` (``"gpu"``: CuPy on CUDA; ``"gpu-host"``: the host build)."""
+    """The executor of ``backend``: ``"gpu"``, CuPy on the current CUDA device; ``"gpu-host"``, the host build.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``backend``: an unknown backend, or ``"gpu"`` without CuPy or a CUDA device
+        (the message says what to install).
+    """
     if backend == "gpu":
         from .device import CudaExecutor
 
@@ -41,13 +48,56 @@ def executor(backend: str):
 
 
 def philox_key(seed: int) -> tuple[int, int]:
-    """The two 32-bit words of the Philox key of ``seed``: the first words of ``SeedSequence(seed)``."""
+    """The Philox4x32-10 key of a run: the first two 32-bit words of ``SeedSequence(seed)``'s state.
+
+    Parameters
+    ----------
+    seed : int
+        A resolved seed (non-negative; :func:`sgsim.rng.resolve_seed`).
+
+    Returns
+    -------
+    tuple of int
+        ``(key0, key1)``, each below ``2**32``. Chain ``c``'s normals are Philox blocks under
+        this key with the chain in the counter's high words (:mod:`sgsim.gpu.kernels`).
+
+    Examples
+    --------
+    >>> from sgsim.gpu import philox_key
+    >>> philox_key(1) == philox_key(1) != philox_key(2)
+    True
+    """
     words = np.random.SeedSequence(seed).generate_state(2, np.uint32)
     return int(words[0]), int(words[1])
 
 
 def device_bytes(run, n_chains: int, precision: str) -> int:
-    """Device memory a run holds: state, failures, kept draws or running moments, one block's arrays."""
+    """Bytes of device memory a run holds: state, failures, kept draws or running moments, one block's arrays.
+
+    Parameters
+    ----------
+    run : sgsim.sampling.Run
+        A prepared run (``sgsim.sampling.prepare``): its target's dimension, its algorithm's
+        state rows, its storage mode and number of kept draws.
+    n_chains : int
+        Chains.
+    precision : {"float32", "float64"}
+        The type of the state and of kept draws (running moments are always float64).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    Ten million chains of cSGLD on the 25-Gaussian mixture, keeping their running moments:
+
+    >>> from sgsim.gpu import device_bytes
+    >>> from sgsim.sampling import prepare
+    >>> run, _ = prepare("mixture_25", "csgld", 1000, step_size=0.09, n_cycles=4, storage="moments")
+    >>> round(device_bytes(run, 10_000_000, "float32") / 1e9, 2)
+    0.72
+    """
     d, n_state = run.target.dim, len(run.method.algorithm.state)
     size = np.dtype(precision).itemsize
     total = n_chains * (n_state * d * size + 8)
@@ -60,7 +110,13 @@ def device_bytes(run, n_chains: int, precision: str) -> int:
 
 
 def check_device_memory(run, n_chains: int, precision: str, ex) -> None:
-    """Refuse, naming ``n_chains``, a run whose buffers would not fit in the device's free memory."""
+    """Refuse a run whose buffers would not fit in the device's free memory (90 % of it).
+
+    Raises
+    ------
+    ParameterError
+        Naming ``n_chains``, with the memory needed and free and what to change.
+    """
     free = ex.free_memory()
     need = device_bytes(run, n_chains, precision)
     if free is not None and need > 0.9 * free:
