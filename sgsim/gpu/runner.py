@@ -53,7 +53,7 @@ def philox_key(seed: int) -> tuple[int, int]:
     Parameters
     ----------
     seed : int
-        A resolved seed (non-negative; :func:`sgsim.rng.resolve_seed`).
+        A resolved seed: a non-negative integer (the one a result records).
 
     Returns
     -------
