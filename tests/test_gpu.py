@@ -214,8 +214,7 @@ def test_the_kernel_equals_the_cpu_kernels_given_the_same_normals(case):
     )
     out = np.full((run.n_draws, target.dim), np.nan)
     run_chain(run, state, None, out, injected=shifted[0].reshape(-1, target.dim))
-    if run.method.name not in ("sgd",):  # plain SGD's only noise is the gradient's, which the control shifts too
-        assert np.max(np.abs(gpu_draws[0] - out)) > 1e-6
+    assert np.max(np.abs(gpu_draws[0] - out)) > 1e-6
 
 
 def test_a_diverging_chain_stops_at_the_cpu_kernels_step():
