@@ -32,7 +32,6 @@ Every result records its :class:`~sgsim.spec.RunSpec`; :func:`replay` reruns it.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 import warnings
@@ -126,6 +125,15 @@ class Run:
     def interacting(self) -> bool:
         """Whether a replica is an ensemble of interacting particles."""
         return self.method.algorithm.coupling == INTERACTING
+
+    def kernel_bound(self, precision: str = "float64") -> float:
+        """The bound a compiled loop compares each ``|theta_i|`` with, in ``precision``.
+
+        The divergence bound, or the largest float of ``precision`` when there is none (or
+        the bound overflows it), so that the one comparison also fails for NaN and inf.
+        """
+        big = float(np.finfo(precision).max)
+        return big if self.divergence_bound is None else min(float(self.divergence_bound), big)
 
     @property
     def member_shape(self) -> tuple[int, ...]:
@@ -449,8 +457,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
     consts = alg.constants(run.options)
     pair_shape = tuple(int(v) for v in alg.pair_shape(run.n_particles or 1, run.options)) if run.interacting else (0, 0)
-    # the largest float when there is no bound (or an overflowing one), so that inf fails it too
-    bound = sys.float_info.max if run.divergence_bound is None else min(float(run.divergence_bound), sys.float_info.max)
+    bound = run.kernel_bound()
     per_replica = run.n_particles if run.interacting else 1
     no_inj = np.zeros((n_rep, 0) + run.member_shape)
     pool = _thread_pool(workers) if workers > 1 else None

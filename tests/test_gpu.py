@@ -322,6 +322,15 @@ def _check_coverage(backend, n_dev, n_cpu):
     pooled = (n_cpu * p_cpu + n_dev * p_dev) / (n_cpu + n_dev)
     se = np.sqrt(pooled * (1 - pooled) * (1 / n_dev + 1 / n_cpu)) + 1e-12
     assert_within_se(p_dev - p_cpu, 0.0, se, what="mode coverage")
+    # negative control: chains that never left the corner mode's basin (short, small steps from
+    # (-4, -4)) are rejected by the same comparison of proportions
+    stuck = sgsim.sample(target, "sgld", 200, n_chains=n_dev, seed=4, storage="final", backend=backend,
+                         init=[-4.0, -4.0], step_size=0.001)  # fmt: skip
+    p_stuck = _coverage(stuck, means)[0]
+    with pytest.raises(AssertionError, match="mode coverage"):
+        pooled = (n_cpu * p_cpu + n_dev * p_stuck) / (n_cpu + n_dev)
+        se = np.sqrt(pooled * (1 - pooled) * (1 / n_dev + 1 / n_cpu)) + 1e-12
+        assert_within_se(p_stuck - p_cpu, 0.0, se, what="mode coverage")
     # mean squared distance to the nearest mode: SE from both samples' variances
     spread_se = np.sqrt(r_cpu.var() / n_cpu + r_dev.var() / n_dev)
     assert_within_se(r_dev.mean() - r_cpu.mean(), 0.0, spread_se, what="within-mode spread")

@@ -12,8 +12,6 @@ back into the host buffers.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from .._validate import ParameterError
@@ -128,14 +126,6 @@ def check_device_memory(run, n_chains: int, precision: str, ex) -> None:
         )
 
 
-def _bound(run, precision: str) -> float:
-    # the largest float of the precision when there is none (or it overflows), so that inf fails it too
-    big = float(np.finfo(precision).max)
-    if run.divergence_bound is None:
-        return big
-    return min(float(run.divergence_bound), big, sys.float_info.max)
-
-
 def execute(run, buf, keeper, seed: int, precision: str, ex, progress=None) -> str:
     """Advance every chain of ``buf`` over ``run``'s schedule with executor ``ex``; return the device's name.
 
@@ -157,7 +147,7 @@ def execute(run, buf, keeper, seed: int, precision: str, ex, progress=None) -> s
     mean = ex.zeros((d, n_rep) if moments else (1,), np.float64)
     m2 = ex.zeros((d, d, n_rep) if moments else (1,), np.float64)
     key0, key1 = philox_key(seed)
-    bound = _bound(run, precision)
+    bound = run.kernel_bound(precision)
     n_steps = run.schedule.n_steps
     for k0 in range(0, n_steps, BLOCK_STEPS):
         k1 = min(n_steps, k0 + BLOCK_STEPS)
