@@ -455,7 +455,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     n_chunks = 1 if workers == 1 else (workers if n_rep <= 4 * workers else 4 * workers)
     bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
     chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
-    consts = alg.constants(run.options)
+    consts = alg.constants_for(run.options)
     pair_shape = tuple(int(v) for v in alg.pair_shape(run.n_particles or 1, run.options)) if run.interacting else (0, 0)
     bound = run.kernel_bound()
     per_replica = run.n_particles if run.interacting else 1

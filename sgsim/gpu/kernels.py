@@ -246,27 +246,39 @@ GRADIENTS = {
 
 @dataclass(frozen=True)
 class _Step:
-    """An algorithm's C fragments around the gradient (``move``, ``update``) and its constants.
+    """An algorithm's C fragments around the gradient (``move``, ``update``).
 
     The fragments see the state ``x[NS][D]`` (``x[0]`` is theta), the gradient ``g``, the noise
-    ``z``, ``nz`` (whether the step has noise), the step size ``a`` and the step's index ``k``.
-    ``constants(consts)`` turns the algorithm's constants (``Algorithm.constants``) into
-    ``(#define lines, arrays)``.
+    ``z``, ``nz`` (whether the step has noise), the step size ``a``, the step's index ``k``, and
+    each of the algorithm's named constants under its name in capitals (:func:`constant_defines`).
     """
 
     mirrors: str
-    constants: Callable[[tuple], tuple]
     update: str
     move: str = ""
 
 
-def _no_constants(consts):
-    return [], {}
+def constant_defines(consts: tuple) -> tuple[list[str], dict]:
+    """``(#define lines, arrays)`` for an algorithm's named constants (``Algorithm.constants``).
+
+    Each field ``name`` becomes ``NAME`` in the C text: an integer as a ``long long`` literal, a
+    real number as an exact hexadecimal literal of the kernel's precision, an array as a
+    parameter array of that name.
+    """
+    lines, arrays = [], {}
+    for name, value in zip(consts._fields, consts, strict=True):
+        key = name.upper()
+        if isinstance(value, np.ndarray):
+            arrays[key] = value
+        elif isinstance(value, int | np.integer) and not isinstance(value, bool):
+            lines.append(f"#define {key} {int(value)}LL")
+        else:
+            lines.append(f"#define {key} (real)({float(value).hex()})")
+    return lines, arrays
 
 
 _SGLD = _Step(
     "sgsim.integrators.sgld.update",
-    _no_constants,
     """
     if (nz) {
         #pragma unroll
@@ -280,7 +292,6 @@ _SGLD = _Step(
 
 _SGHMC = _Step(
     "sgsim.integrators.sghmc.move and update",
-    lambda consts: ([f"#define KEEP (real)({float(consts[0]).hex()})"], {}),
     move="""
     #pragma unroll
     for (int i = 0; i < D; ++i) x[0][i] += x[1][i];
@@ -297,22 +308,15 @@ _SGHMC = _Step(
 )
 
 
-def _preconditioned_constants(consts):
-    scale, kind, h_diag, h_full = consts
-    lines = [f"#define SCALE (real)({float(scale).hex()})", f"#define H_KIND {int(kind)}"]
-    return lines, {"H_DIAG": h_diag, "H_FULL": h_full}
-
-
 _PRECONDITIONED_SGD = _Step(
     "sgsim.integrators.constant_sgd.update",
-    _preconditioned_constants,
     """
     real s = a * SCALE;
-#if H_KIND == 0
+#if KIND == 0
     s = s * H_DIAG[0];
     #pragma unroll
     for (int i = 0; i < D; ++i) x[0][i] = x[0][i] - s * g[i];
-#elif H_KIND == 1
+#elif KIND == 1
     #pragma unroll
     for (int i = 0; i < D; ++i) x[0][i] = x[0][i] - s * H_DIAG[i] * g[i];
 #else
@@ -333,10 +337,6 @@ _PRECONDITIONED_SGD = _Step(
 
 _MOMENTUM_SGD = _Step(
     "sgsim.integrators.constant_sgd.momentum_update",
-    lambda consts: (
-        [f"#define SCALE (real)({float(consts[0]).hex()})", f"#define KEEP (real)({float(consts[1]).hex()})"],
-        {},
-    ),
     """
     const real s = a * SCALE;
     if (nz) {
@@ -353,14 +353,6 @@ _MOMENTUM_SGD = _Step(
 
 _IASG = _Step(
     "sgsim.integrators.constant_sgd.iasg_update",
-    lambda consts: (
-        [
-            f"#define SCALE (real)({float(consts[0]).hex()})",
-            f"#define WINDOW {int(consts[1])}LL",
-            f"#define WARMUP {int(consts[2])}LL",
-        ],
-        {},
-    ),
     """
     const real s = a * SCALE;
     #pragma unroll
@@ -815,7 +807,7 @@ def render(run, precision: str, device: bool = True) -> KernelSource:
     base2 = precision == "float32"
     if base2:  # exp(e) = exp2(e log2(e)): the scaled exponents save a multiplication per component
         grad_arrays = {k: np.asarray(v) * _LOG2E if k in gradient.base2 else v for k, v in grad_arrays.items()}
-    defines, step_arrays = step.constants(alg.constants(run.options))
+    defines, step_arrays = constant_defines(alg.constants_for(run.options))
     n_components = next((np.asarray(v).shape[0] for k, v in grad_arrays.items() if k in ("CONST", "LAM")), 1)
     params = {**grad_arrays, **step_arrays}
     if run.basis.rotate:

@@ -9,15 +9,18 @@ test file.
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .. import schedules
 from .._validate import ParameterError, ParameterTypeError, boolean, real
 from ..schedules import Schedule
+from ._splice import check_spliceable, function_def
 
 __all__ = [
     "Option",
@@ -50,6 +53,15 @@ class Option:
     check: Callable[[str, Any], Any]
     doc: str
 
+    def __post_init__(self):
+        if not callable(self.check):
+            raise TypeError(
+                f"Option.check must be a function check(name, value) that validates and returns the value, "
+                f"got {self.check!r}: every option needs its validation"
+            )
+        if not isinstance(self.doc, str) or not self.doc.strip():
+            raise TypeError("Option.doc must say what the option means, in a few words (it is the CLI flag's help)")
+
 
 @dataclass(frozen=True)
 class Algorithm:
@@ -75,7 +87,9 @@ class Algorithm:
         The step (see ``sgsim.integrators._loop`` for the signatures): for independent
         chains the pair ``(move, update)`` around the gradient, for ensembles one function.
     constants : callable
-        ``constants(options) -> tuple``: the numbers the step reads from ``consts``.
+        ``constants(options) -> NamedTuple``: the numbers the step reads from ``consts``, by
+        name (``consts.keep``); a ``typing.NamedTuple`` class defined at module level, so
+        that the compiled loop can be cached on disk. :data:`NO_CONSTANTS` when there are none.
     noise : callable
         ``noise(block, target, options) -> sgsim.dynamics.Noise or None``: the covariance of
         the step's Gaussian noise over a :class:`~sgsim.schedules.ScheduleBlock`.
@@ -134,6 +148,19 @@ class Algorithm:
     report: Callable[[dict], str | None] | None = None
     references: str = ""
 
+    def __post_init__(self):
+        _check_algorithm(self)
+
+    def constants_for(self, options: dict) -> tuple:
+        """The step's constants for ``options``: the named tuple ``constants`` returns, checked."""
+        consts = self.constants(options)
+        if not (isinstance(consts, tuple) and hasattr(consts, "_fields")):
+            raise TypeError(
+                f"algorithm {self.name!r}: constants(options) must return a typing.NamedTuple (the step reads "
+                f"each constant by name), got {type(consts).__name__}"
+            )
+        return consts
+
     @property
     def kept_row(self) -> int:
         """Index in ``state`` of the array kept as draws (``outputs[0]``)."""
@@ -155,6 +182,141 @@ class Algorithm:
             out[name] = opt.check(name, given[name]) if name in given else opt.default
         out.update(common)
         return self.check(out, target)
+
+
+class NoConstants(NamedTuple):
+    """The constants of a step that needs none (numba compiles an empty tuple poorly)."""
+
+    unused: float = 0.0
+
+
+#: ``constants`` of an algorithm whose step reads no constant
+NO_CONSTANTS = NoConstants()
+
+# the parameters of each kind of step, in order (see sgsim.integrators._loop)
+MOVE_PARAMS = ("x", "theta", "a", "consts")
+UPDATE_PARAMS = ("x", "theta", "g", "z", "noisy", "a", "k", "consts")
+ENSEMBLE_PARAMS = (
+    "X", "G", "B", "P", "W", "j", "alpha", "consts", "noise", "grad_u", "stochastic_grad_u", "params", "works",
+    "rngs", "inj", "stats",
+)  # fmt: skip
+# names sample() and the schedules take themselves: an option of that name could never reach the step
+RESERVED_OPTIONS = frozenset(
+    {
+        "target", "method", "n_steps", "n_chains", "n_particles", "seed", "init", "init_velocity", "burn_in", "thin",
+        "storage", "schedule", "noise_correction", "on_divergence", "divergence_bound", "log_density", "n_threads",
+        "progress", "backend", "precision", "step_size", "temperature", "n_cycles", "explore_fraction",
+        "skip_per_cycle",
+    }
+)  # fmt: skip
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _bad(alg_name: str, part: str, message: str) -> TypeError:
+    return TypeError(f"algorithm {alg_name!r}: {part}: {message}")
+
+
+def _source_of(alg_name: str, part: str, func) -> ast.FunctionDef:
+    """The AST of a step function, or a TypeError saying why its source cannot be read."""
+    py = getattr(func, "py_func", func)
+    if not callable(py) or not hasattr(py, "__code__"):
+        raise _bad(alg_name, part, f"must be a plain Python function (compiled with numba or not), got {func!r}")
+    try:
+        node, _ = function_def(py)
+    except (OSError, TypeError, SyntaxError, IndentationError) as exc:
+        raise _bad(
+            alg_name,
+            part,
+            f"the source of {py.__qualname__} cannot be read ({exc}). sgsim writes a chain step's source into its "
+            "compiled loop, so define the step in a file or a notebook cell (not in `python -`, exec or eval) "
+            "as a plain function",
+        ) from None
+    return node
+
+
+def _check_params(alg_name: str, part: str, node: ast.FunctionDef, expected: tuple[str, ...]) -> None:
+    args = node.args
+    got = tuple(a.arg for a in args.args)
+    extra = args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults
+    if len(got) != len(expected) or extra:
+        raise _bad(
+            alg_name,
+            part,
+            f"{node.name} must take exactly {len(expected)} positional parameters {expected} "
+            f"(any names, in this order and meaning), got {got}",
+        )
+
+
+def _check_algorithm(alg: Algorithm) -> None:
+    """Everything about a record that can be checked without a target (see :class:`Algorithm`)."""
+    name = alg.name
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise TypeError(f"Algorithm.name must be lower case letters, digits and '_' (a letter first), got {name!r}")
+    if alg.coupling not in (INDEPENDENT, INTERACTING):
+        raise _bad(name, "coupling", f"must be {INDEPENDENT!r} or {INTERACTING!r}, got {alg.coupling!r}")
+    state = alg.state
+    if not isinstance(state, tuple) or not state or state[0] != "theta":
+        raise _bad(name, "state", f"must be a tuple of names starting with 'theta', got {state!r}")
+    if len(set(state)) != len(state) or not all(isinstance(s, str) and s.isidentifier() for s in state):
+        raise _bad(name, "state", f"names must be distinct identifiers, got {state!r}")
+    if not isinstance(alg.options, dict):
+        raise _bad(name, "options", f"must be a dict of option name -> Option, got {type(alg.options).__name__}")
+    for key, opt in alg.options.items():
+        if not isinstance(opt, Option):
+            raise _bad(name, f"option {key!r}", f"must be an sgsim.algorithms.Option(default, check, doc), got {opt!r}")
+        if not isinstance(key, str) or not _NAME.match(key):
+            raise _bad(name, f"option {key!r}", "names are lower case letters, digits and '_'")
+        if key in RESERVED_OPTIONS:
+            raise _bad(name, f"option {key!r}", "is a name sample() or the schedules take themselves; choose another")
+        if opt.default is not None:
+            try:
+                opt.check(key, opt.default)
+            except (ValueError, TypeError) as exc:
+                raise _bad(name, f"option {key!r}", f"its default {opt.default!r} fails its own check: {exc}") from None
+    if not isinstance(alg.units, str) or not alg.units.strip():
+        raise _bad(name, "units", "say the step-size convention in words (drift and noise variance per step)")
+    for part in ("constants", "noise", "check"):
+        if not callable(getattr(alg, part)):
+            raise _bad(name, part, f"must be callable, got {getattr(alg, part)!r}")
+    if not (isinstance(alg.outputs, tuple) and len(alg.outputs) == 1 and alg.outputs[0] in state):
+        raise _bad(name, "outputs", f"must name one state array of {state}, got {alg.outputs!r}")
+    if alg.coupling == INDEPENDENT:
+        if not (isinstance(alg.step, tuple) and len(alg.step) == 2):
+            raise _bad(name, "step", "chains take the pair (move, update); `stay` is the move that does nothing")
+        move, update = alg.step
+        node = _source_of(name, "step (move)", move)
+        _check_params(name, "step (move)", node, MOVE_PARAMS)
+        _check_splice(name, "step (move)", node)
+        node = _source_of(name, "step (update)", update)
+        _check_params(name, "step (update)", node, UPDATE_PARAMS)
+        _check_splice(name, "step (update)", node)
+        z = node.args.args[3].arg
+        if not any(isinstance(n, ast.Name) and n.id == z for n in ast.walk(node)):
+            raise _bad(
+                name,
+                "step (update)",
+                f"{node.name} never reads its noise {z!r}: the noise the record declares would be drawn and thrown "
+                "away (declare noise=lambda block, target, options: None for a noise-free step)",
+            )
+    else:
+        if isinstance(alg.step, tuple):
+            raise _bad(name, "step", "an interacting ensemble takes one step function, not a pair")
+        for part in ("step", "parallel_step"):
+            func = getattr(alg, part)
+            if func is None and part == "parallel_step":
+                continue
+            node = _source_of(name, part, func)
+            _check_params(name, part, node, ENSEMBLE_PARAMS)
+    for key in alg.stats:
+        if not isinstance(key, str) or not key.isidentifier():
+            raise _bad(name, "stats", f"names must be identifiers, got {alg.stats!r}")
+
+
+def _check_splice(alg_name: str, part: str, node: ast.FunctionDef) -> None:
+    try:
+        check_spliceable(node)
+    except TypeError as exc:
+        raise _bad(alg_name, part, f"{exc} (a step half is copied into the loop: plain statements only)") from None
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,16 @@ def _stored_names(node: ast.FunctionDef) -> set[str]:
     return names
 
 
+def check_spliceable(node: ast.FunctionDef) -> None:
+    """Raise a TypeError when ``node`` cannot be written into a loop (see the module's rules)."""
+    _stored_names(node)
+    body = list(node.body)
+    if body and isinstance(body[-1], ast.Return):
+        body = body[:-1]
+    if any(isinstance(n, ast.Return) for stmt in body for n in ast.walk(stmt)):
+        raise TypeError(f"{node.name}: cannot splice a function with an early return")
+
+
 def _bare(node: ast.Return) -> bool:
     return node.value is None or (isinstance(node.value, ast.Constant) and node.value.value is None)
 

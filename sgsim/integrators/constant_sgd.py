@@ -60,6 +60,8 @@ method against them.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .. import schedules
@@ -101,23 +103,23 @@ def averaged_loss_scale(n_data: int) -> float:
 
 @jit(inline=True)
 def update(x, theta, g, z, noisy, a, k, consts):
-    """``theta <- theta - a c H g + z``: ``consts = (c, kind, h_diag, h_full)``.
+    """``theta <- theta - a c H g + z``: ``consts`` is :class:`SGDConstants` ``(scale, kind, h_diag, h_full)``.
 
     ``c`` converts the gradient of ``U`` to the method's scale (``1 / N``, or ``1 / 2`` for
     ``sgld_wt``); ``H`` is a scalar (``h_diag[0]``), diagonal (``h_diag``) or full
     (``h_full``) as ``kind`` says.
     """
-    s = a * consts[0]
-    if consts[1] == 0:
-        s = s * consts[2][0]
+    s = a * consts.scale
+    if consts.kind == 0:
+        s = s * consts.h_diag[0]
         for i in range(theta.shape[0]):
             theta[i] = theta[i] - s * g[i]
-    elif consts[1] == 1:
-        hd = consts[2]
+    elif consts.kind == 1:
+        hd = consts.h_diag
         for i in range(theta.shape[0]):
             theta[i] = theta[i] - s * hd[i] * g[i]
     else:
-        hf = consts[3]
+        hf = consts.h_full
         # axpy updates over the rows of the symmetric H: contiguous, so they vectorise
         for m in range(theta.shape[0]):
             sg = s * g[m]
@@ -130,9 +132,9 @@ def update(x, theta, g, z, noisy, a, k, consts):
 
 @jit(inline=True)
 def momentum_update(x, theta, g, z, noisy, a, k, consts):
-    """``v <- (1 - mu) v - a c g + z``, then ``theta <- theta + v``: ``consts = (c, 1 - mu)``."""
-    s = a * consts[0]
-    keep = consts[1]
+    """``v <- (1 - mu) v - a c g + z``, then ``theta <- theta + v``: ``consts = (scale, keep = 1 - mu)``."""
+    s = a * consts.scale
+    keep = consts.keep
     if noisy:
         for i in range(theta.shape[0]):
             x[1, i] = keep * x[1, i] - s * g[i] + z[i]
@@ -145,20 +147,20 @@ def momentum_update(x, theta, g, z, noisy, a, k, consts):
 
 @jit(inline=True)
 def iasg_update(x, theta, g, z, noisy, a, k, consts):
-    """An SGD step, then the running mean of the current window: ``consts = (c, window, warmup)``.
+    """An SGD step, then the running mean of the current window: ``consts = (scale, window, warmup)``.
 
     Step ``k`` (0-based) is position ``(k - warmup) mod window`` of its window; the mean
     restarts at position 0 and is the window's mean at position ``window - 1``.
     """
-    s = a * consts[0]
+    s = a * consts.scale
     for i in range(theta.shape[0]):
         theta[i] = theta[i] - s * g[i]
     if noisy:
         for i in range(theta.shape[0]):
             theta[i] = theta[i] + z[i]
-    pos = k - consts[2]
+    pos = k - consts.warmup
     if pos >= 0:
-        inv = 1.0 / (pos % consts[1] + 1)
+        inv = 1.0 / (pos % consts.window + 1)
         for i in range(theta.shape[0]):
             x[1, i] = x[1, i] + (theta[i] - x[1, i]) * inv
 
@@ -276,8 +278,36 @@ def _kind(h) -> tuple[int, np.ndarray, np.ndarray]:
     return _FULL, np.zeros(1), np.ascontiguousarray(0.5 * (arr + arr.T))  # exactly symmetric
 
 
-def _sgd_constants(options: dict) -> tuple:
-    return (averaged_loss_scale(options["n_data"]), *_kind(options["preconditioner"]))
+class SGDConstants(NamedTuple):
+    """What :func:`update` reads: the gradient's scale ``c`` and the preconditioner ``H``.
+
+    ``kind`` says how ``H`` is held: 0 a scalar (``h_diag[0]``), 1 a diagonal (``h_diag``),
+    2 a full matrix (``h_full``).
+    """
+
+    scale: float
+    kind: int
+    h_diag: np.ndarray
+    h_full: np.ndarray
+
+
+class MomentumConstants(NamedTuple):
+    """What :func:`momentum_update` reads: the gradient's scale and ``keep = 1 - mu``."""
+
+    scale: float
+    keep: float
+
+
+class IASGConstants(NamedTuple):
+    """What :func:`iasg_update` reads: the gradient's scale, the window and the warm-up."""
+
+    scale: float
+    window: int
+    warmup: int
+
+
+def _sgd_constants(options: dict) -> SGDConstants:
+    return SGDConstants(averaged_loss_scale(options["n_data"]), *_kind(options["preconditioner"]))
 
 
 # ----------------------------------------------------------------------------- noise and stability
@@ -420,7 +450,7 @@ MOMENTUM_SGD = Algorithm(
     },
     units=_UNITS + "; v <- (1 - mu) v - epsilon g, theta <- theta + v",
     step=(stay, momentum_update),
-    constants=lambda options: (averaged_loss_scale(options["n_data"]), 1.0 - options["damping"]),
+    constants=lambda options: MomentumConstants(averaged_loss_scale(options["n_data"]), 1.0 - options["damping"]),
     noise=_momentum_noise,
     check=_n_data,
     stability=_stability_momentum,
@@ -435,7 +465,7 @@ SGLD_WT = Algorithm(
     options={},
     units="Welling-Teh: drift (epsilon / 2) grad U, injected noise variance epsilon T",
     step=(stay, update),
-    constants=lambda options: (0.5, *_kind(None)),
+    constants=lambda options: SGDConstants(0.5, *_kind(None)),
     noise=_sgld_wt_noise,
     stability=_stability_sgld_wt,
     references="Welling and Teh (2011); [SGDVI] §5.1",
@@ -453,7 +483,9 @@ IASG = Algorithm(
     },
     units=_UNITS,
     step=(stay, iasg_update),
-    constants=lambda options: (averaged_loss_scale(options["n_data"]), options["window"], options["warmup"]),
+    constants=lambda options: IASGConstants(
+        averaged_loss_scale(options["n_data"]), options["window"], options["warmup"]
+    ),
     noise=lambda block, target, options: _sgd_noise(block, target, {**options, "preconditioner": None}),
     check=_check_iasg,
     outputs=("average",),

@@ -30,6 +30,8 @@ stationarity on ``U = a theta^2 / 2`` the velocity variance is ``alpha / (1 - et
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .. import dynamics
 from .._jit import jit
 from .._validate import ParameterError, real
@@ -45,7 +47,7 @@ from ._base import (
     cyclical_schedule,
 )
 
-__all__ = ["SGHMC", "METHOD", "CYCLICAL", "move", "update"]
+__all__ = ["SGHMC", "METHOD", "CYCLICAL", "Constants", "move", "update"]
 
 
 @jit(inline=True)
@@ -58,13 +60,19 @@ def move(x, theta, a, consts):
 @jit(inline=True)
 def update(x, theta, g, z, noisy, a, k, consts):
     """``v <- (1 - eta) v - a g + z``, ``g = grad U~(theta)`` at the moved ``theta``."""
-    keep = consts[0]
+    keep = consts.keep
     if noisy:
         for i in range(theta.shape[0]):
             x[1, i] = keep * x[1, i] - a * g[i] + z[i]
     else:
         for i in range(theta.shape[0]):
             x[1, i] = keep * x[1, i] - a * g[i]
+
+
+class Constants(NamedTuple):
+    """What the step reads: ``keep = 1 - eta``."""
+
+    keep: float
 
 
 def _check(options: dict, target) -> dict:
@@ -100,7 +108,7 @@ SGHMC = Algorithm(
     },
     units="cyclical paper: alpha = epsilon^2, eta = epsilon C; injected variance 2 (eta - gamma_hat) alpha T",
     step=(move, update),
-    constants=lambda options: (1.0 - options["friction"],),
+    constants=lambda options: Constants(1.0 - options["friction"]),
     noise=_noise,
     check=_check,
     references="Chen, Fox and Guestrin (2014); [cSG] §2",

@@ -33,6 +33,7 @@ from ._base import (
     CONSTANT_OPTIONS,
     CYCLICAL_OPTIONS,
     INDEPENDENT,
+    NO_CONSTANTS,
     Algorithm,
     Method,
     constant_schedule,
@@ -66,7 +67,7 @@ SGLD = Algorithm(
     options={},
     units="cyclical paper: drift step_size * grad U, injected noise variance 2 * step_size * T",
     step=(stay, update),
-    constants=lambda options: (0.0,),
+    constants=lambda options: NO_CONSTANTS,
     noise=_noise,
     references="Welling and Teh (2011); [cSG] §2",
 )

@@ -87,6 +87,7 @@ required: the median of a few particles is noise.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import prange
@@ -200,14 +201,35 @@ def _median_correction(Z, P, B, h, coef, p_lo, q_lo, p_hi, q_hi):
             B[i, a] += scale * (w_lo * (Z[p_lo, a] - Z[q_lo, a]) + w_hi * (Z[p_hi, a] - Z[q_hi, a]))
 
 
+class Constants(NamedTuple):
+    """What the step reads: the fixed bandwidth (0: median heuristic), ``1 / L`` (or 1), the
+    sign of Gamma (-1 only for the printed paper's sign) and whether the median's derivative
+    is added (1.0) or not (0.0).
+    """
+
+    bandwidth: float
+    scale: float
+    sign: float
+    median_correction: float
+
+
+class BatchConstants(NamedTuple):
+    """What the random-batch step reads: bandwidth, whether to normalise (1.0 / 0.0), sign, batch size."""
+
+    bandwidth: float
+    normalise: float
+    sign: float
+    batch_size: float
+
+
 def _sgldr_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats):
     Z = X[0]
     n_part, d = Z.shape
-    fixed_h = consts[0]
-    scale = consts[1]  # 1 / L, or 1
-    sign = consts[2]  # +1; -1 for the printed paper's wrong sign
+    fixed_h = consts.bandwidth
+    scale = consts.scale  # 1 / L, or 1
+    sign = consts.sign  # +1; -1 for the printed paper's wrong sign
     median = fixed_h <= 0.0
-    correct = median and consts[3] > 0.0
+    correct = median and consts.median_correction > 0.0
     sd = noise[0]
     noisy = noise[3]
     temp = noise[4][j]
@@ -305,7 +327,7 @@ def _algorithm(name: str, sign: float, summary: str) -> Algorithm:
         units="drift step_size * (-K grad U + T Gamma) / L, noise covariance 2 * step_size * T * K / L per coordinate",
         step=step,
         parallel_step=parallel_step,
-        constants=lambda options: (
+        constants=lambda options: Constants(
             0.0 if options["bandwidth"] == "median" else float(options["bandwidth"]),
             1.0 / options["n_particles"] if options["normalise"] else 1.0,
             sign,
@@ -378,10 +400,10 @@ def _batch_cholesky(K, C, n, jitter):
 def _rb_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats):
     Z = X[0]
     n_part, d = Z.shape
-    h = consts[0]
-    normalise = consts[1] > 0.0
-    sign = consts[2]
-    p = int(consts[3])
+    h = consts.bandwidth
+    normalise = consts.normalise > 0.0
+    sign = consts.sign
+    p = int(consts.batch_size)
     sd = noise[0]
     noisy = noise[3][j]
     temp = noise[4][j]
@@ -500,7 +522,7 @@ SGLD_REPULSIVE_RB = Algorithm(
     units="per batch of p: drift step_size * (-K grad U + T Gamma) / p, noise 2 * step_size * T * K / p per coordinate",
     step=rb_step,
     parallel_step=rb_parallel_step,
-    constants=lambda options: (
+    constants=lambda options: BatchConstants(
         float(options["bandwidth"]),
         1.0 if options["normalise"] else 0.0,
         1.0,

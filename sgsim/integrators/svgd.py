@@ -38,6 +38,7 @@ particle loops run on numba's threads for large ensembles.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from numba import prange
 
@@ -265,8 +266,8 @@ def kernel_drift(Z, G, P, B, push_coef):
 def _svgd_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats):
     Z = X[0]
     n_part, d = Z.shape
-    fixed_h = consts[0]
-    scale = consts[1]  # 1 / L, or 1
+    fixed_h = consts.bandwidth
+    scale = consts.scale  # 1 / L, or 1
     for i in prange(n_part):
         gradient(Z[i], G[i], grad_u, stochastic_grad_u, params, works[i], rngs[i])
     h = kernel_matrix(Z, P, W, fixed_h)
@@ -283,6 +284,13 @@ def _svgd_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u
 # their own copy of this step's source (sgsim.integrators._kernel_cache)
 step = jit(_svgd_step, cache=False)
 parallel_step = jit(_svgd_step, cache=False, parallel=True)
+
+
+class Constants(NamedTuple):
+    """What the step reads: the fixed bandwidth (0 for the median heuristic) and ``1 / L`` (or 1)."""
+
+    bandwidth: float
+    scale: float
 
 
 def check_bandwidth(name: str, value):
@@ -308,7 +316,7 @@ SVGD = Algorithm(
     units="drift step_size * phi(Z) (a lone particle: step_size * grad U); no injected noise",
     step=step,
     parallel_step=parallel_step,
-    constants=lambda options: (
+    constants=lambda options: Constants(
         0.0 if options["bandwidth"] == "median" else float(options["bandwidth"]),
         1.0 / options["n_particles"] if options["normalise"] else 1.0,
     ),
