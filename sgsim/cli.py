@@ -9,6 +9,9 @@
     time, seed, mode coverage ([cSG] App. A.1) for targets with mode centres, moment errors
     for targets with exact moments. The output directory is created and checked writable
     before any sampling; Ctrl-C stops within one block of steps and exits with status 130.
+    Every option of every registered method is a flag, generated from the method records
+    (:data:`sgsim.integrators.METHODS`): ``--option-name VALUE``; ``sgsim run --method M --help``
+    lists method M's options and ``sgsim run --list-methods`` the methods.
 ``sgsim reproduce``
     Runs the registered scripts of ``paper_figures/`` (installed as ``sgsim._paper_figures``)
     in order: the synthetic and logistic-regression results of the three papers ([cSG]
@@ -26,31 +29,30 @@ Bad arguments end with a message naming the parameter and exit status 2.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import importlib.util
 import json
 import os
 import platform
+import shutil
 import sys
+import textwrap
 import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 
 __all__ = ["main", "build_parser"]
 
-# sgsim's parameter names -> the flags that set them, to name the flag in error messages
+# sgsim's parameter names -> the flags that set them, to name the flag in error messages; the
+# methods' options are not listed: each has the flag --option-name (see _option_flag)
 _FLAGS = {
-    "step_size": "--step-size",
     "n_steps": "--n-steps",
     "n_chains": "--n-chains",
-    "n_cycles": "--n-cycles",
-    "explore_fraction": "--explore-fraction",
-    "skip_per_cycle": "--skip-per-cycle",
-    "friction": "--friction",
-    "temperature": "--temperature",
     "burn_in": "--burn-in",
     "thin": "--thin",
     "seed": "--seed",
@@ -61,10 +63,20 @@ _FLAGS = {
     "a": "--step-size",
     "grad_noise_cov": "--grad-noise",
     "n_particles": "--n-particles",
-    "bandwidth": "--bandwidth",
     "storage": "--storage",
     "divergence_bound": "--divergence-bound",
     "target": "--target",
+}
+
+# the help of each schedule option (schedules have no Option record); an option that the
+# dynamics take too (IASG's window) has its Option.doc instead
+_SCHEDULE_HELP = {
+    "step_size": "step size alpha (alpha_0 if cyclical; the learning rate epsilon on U / N for the constant-SGD "
+    "methods)",
+    "n_cycles": "number of cycles M",
+    "explore_fraction": "exploration fraction beta in [0, 1): the part of each cycle that keeps no draws",
+    "temperature": "temperature T of the sampling steps",
+    "skip_per_cycle": "sampling steps not kept at each cycle start",
 }
 
 
@@ -76,8 +88,190 @@ def _flag_message(exc: Exception) -> str:
     parameter that no flag sets, or an error without the attribute, prints the bare message.
     """
     message = str(exc)
-    flag = _FLAGS.get(getattr(exc, "parameter", None) or "")
+    parameter = getattr(exc, "parameter", None) or ""
+    flag = _FLAGS.get(parameter) or (_option_flag(parameter) if parameter in _all_method_options() else None)
     return f"argument {flag}: {message}" if flag else message
+
+
+# --------------------------------------------------------------------------- the methods' options
+
+
+_REQUIRED = object()  # the default of an option without one
+
+
+def _option_flag(name: str) -> str:
+    """The flag of the method option ``name``: ``--option-name``."""
+    return "--" + name.replace("_", "-")
+
+
+def _method_options(method) -> dict[str, tuple[Any, str]]:
+    """Every option ``method`` takes, by name: ``(default, help)``, schedule options first.
+
+    The default is the schedule function's (from its signature) or the ``Option``'s, or
+    ``_REQUIRED`` for a schedule parameter without one; an option that the schedule and the
+    dynamics both take (IASG's ``window``) is given once, required if the schedule requires it.
+    """
+    import inspect
+
+    params = inspect.signature(method.schedule).parameters
+    records = method.algorithm.options
+    out: dict[str, tuple[Any, str]] = {}
+    for name in method.schedule_options:
+        param = params.get(name)
+        if param is not None and param.default is inspect.Parameter.empty:
+            default = _REQUIRED
+        elif name in records:
+            default = records[name].default
+        else:
+            default = param.default if param is not None else None
+        doc = records[name].doc if name in records else _SCHEDULE_HELP.get(name, "an option of the method's schedule")
+        out[name] = (default, doc)
+    for name, record in records.items():
+        out.setdefault(name, (record.default, record.doc))
+    return out
+
+
+def _all_method_options() -> dict[str, list[str]]:
+    """Every option of every registered method, by name: the methods that take it, sorted.
+
+    Options come in the order of their first appearance over the sorted method names.
+    """
+    from .integrators import METHODS
+
+    out: dict[str, list[str]] = {}
+    for name in sorted(METHODS):
+        for option in _method_options(METHODS[name]):
+            out.setdefault(option, []).append(name)
+    return out
+
+
+def _read_value(text: str) -> Any:
+    """A method option's VALUE from the command line.
+
+    ``true`` / ``false`` (any case) are bools and ``none`` is None; otherwise a Python literal
+    (a number, a list such as ``[1, 0.5]``, nested lists for a matrix), or else the string
+    itself (``median``). The option's own check validates and converts it.
+    """
+    word = text.strip()
+    if word.lower() in ("true", "false"):
+        return word.lower() == "true"
+    if word.lower() == "none":
+        return None
+    try:
+        return ast.literal_eval(word)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return text
+
+
+def _show_default(value) -> str:
+    """A default as it is written on the command line."""
+    if value is _REQUIRED:
+        return "required"
+    if isinstance(value, bool) or value is None:
+        return f"default {str(value).lower()}"
+    return f"default {value}"
+
+
+class _MethodOption(argparse.Action):
+    """A method option's flag: stores ``VALUE``, read by :func:`_read_value`, in ``method_options``.
+
+    ``namespace.method_options`` is a dict of the options given, by option name (not flag), in
+    the order given.
+    """
+
+    def __init__(self, option_strings, dest, option, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.option = option
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = dict(getattr(namespace, "method_options", None) or {})  # never the shared default
+        given.pop(self.option, None)  # a repeated flag: the last one counts, in its place
+        given[self.option] = _read_value(str(values))
+        namespace.method_options = given
+
+
+class _ListMethods(argparse.Action):
+    """``--list-methods``: print every registered method with its summary, and exit."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .integrators import INTERACTING, METHODS
+
+        width = max(len(name) for name in METHODS)
+        lines = []
+        for name in sorted(METHODS):
+            method = METHODS[name]
+            ensembles = " [ensembles: --n-particles]" if method.algorithm.coupling == INTERACTING else ""
+            lines.append(f"{name:{width}s}  {method.summary}{ensembles}")
+        lines += ["", "the options of method M: sgsim run --method M --help"]
+        print("\n".join(lines))
+        parser.exit()
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose help ends with ``appendix``, printed as it is (not re-wrapped)."""
+
+    appendix = ""
+
+    def format_help(self) -> str:
+        """The usual help, then ``appendix``."""
+        text = super().format_help()
+        return f"{text}\n{self.appendix}" if self.appendix else text
+
+
+def method_help(name: str) -> str:
+    """The help section of method ``name``: its summary, units and options.
+
+    Parameters
+    ----------
+    name : str
+        A registered method.
+
+    Returns
+    -------
+    str
+        Lines ending with a newline, as ``sgsim run --method NAME --help`` prints them after
+        the usual help; an unknown name gets a line that says so.
+    """
+    from .integrators import INTERACTING, METHODS
+
+    if name not in METHODS:
+        return f"unknown method {name!r}: sgsim run --list-methods lists them\n"
+    method = METHODS[name]
+    alg = method.algorithm
+    width = max(60, min(shutil.get_terminal_size().columns - 2, 100))
+
+    def para(text: str, indent: str = "  ") -> list[str]:
+        return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ")
+
+    lines = [f"method {name}: {method.summary}"]
+    lines += para(f"dynamics: {alg.name}, {alg.summary}")
+    lines += para(f"units: {alg.units}")
+    if alg.coupling == INTERACTING:
+        lines += para("ensembles of particles that step together: --n-particles L (>= 2) is required")
+    options = _method_options(method)
+    rows = [(_option_flag(k), _show_default(default), doc) for k, (default, doc) in options.items()]
+    w1 = max(len(r[0]) for r in rows) + 2
+    w2 = max(len(r[1]) for r in rows) + 2
+    lines += ["", f"options of {name} (--option VALUE: a number, a list, true/false, none, or a word):"]
+    for flag, default, doc in rows:
+        head = f"  {flag:{w1}s}{default:{w2}s}"
+        lines += textwrap.wrap(doc, width, initial_indent=head, subsequent_indent=" " * len(head)) or [head.rstrip()]
+    return "\n".join(lines) + "\n"
+
+
+def _help_method(argv: list[str]) -> str | None:
+    """The method named in ``sgsim run ... --help`` (``--method M`` or ``--method=M``), or None."""
+    if not argv or argv[0] != "run" or not {"-h", "--help"} & set(argv):
+        return None
+    for i, arg in enumerate(argv):
+        if arg == "--method" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--method="):
+            return arg.partition("=")[2]
+    return None
 
 
 def _paper_figures():
@@ -111,12 +305,24 @@ def _paper_figures():
 # --------------------------------------------------------------------------- parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``sgsim`` command."""
+def build_parser(method: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of the ``sgsim`` command.
+
+    Parameters
+    ----------
+    method : str, optional
+        A method whose options (:func:`method_help`) end the help of ``sgsim run``.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The parser; ``sgsim run`` has one flag per option of every registered method, whose
+        values land in the dict ``method_options``.
+    """
     from .integrators import METHODS
     from .targets import FACTORIES, TARGETS
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="sgsim",
         description="Stochastic-gradient MCMC simulations: SGLD, SGHMC and their cyclical versions.",
     )
@@ -147,20 +353,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="an argument of the target's factory (repeat); VALUE is read as a Python literal "
         "(numbers, lists, strings), e.g. --target-arg 'means=[[-1, 0], [1, 0]]' --target-arg variance=0.1",
     )
-    run.add_argument("--method", required=True, choices=sorted(METHODS), help="sampler")
+    run.add_argument(
+        "--method",
+        required=True,
+        choices=sorted(METHODS),
+        metavar="M",
+        help="sampler: --list-methods lists them, --method M --help lists M's options",
+    )
+    run.add_argument("--list-methods", action=_ListMethods, help="list the methods with their summaries and exit")
     run.add_argument("--n-steps", required=True, type=int, metavar="N", help="iterations K per chain")
     run.add_argument("--n-chains", type=int, default=1, metavar="C", help="independent chains (default: 1)")
     run.add_argument("--seed", type=int, default=None, metavar="S", help="seed (default: fresh entropy, recorded)")
-    run.add_argument(
-        "--step-size", required=True, type=float, metavar="A", help="step size alpha (alpha_0 if cyclical)"
-    )
-    run.add_argument("--n-cycles", type=int, metavar="M", help="cyclical methods: number of cycles M")
-    run.add_argument(
-        "--explore-fraction", type=float, metavar="B", help="cyclical methods: exploration fraction beta in [0, 1)"
-    )
-    run.add_argument(
-        "--skip-per-cycle", type=int, metavar="S", help="cyclical methods: sampling steps not kept at each cycle start"
-    )
     run.add_argument(
         "--decay",
         type=float,
@@ -168,8 +371,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="sgld/sghmc: decreasing steps alpha_k = A (k - hold)^-GAMMA ([cSG] eq. 1) instead of constant",
     )
     run.add_argument("--hold", type=int, metavar="H", help="with --decay: steps held at A first (default: 0)")
-    run.add_argument("--friction", type=float, metavar="ETA", help="SGHMC friction eta in (0, 1] (default: 0.1)")
-    run.add_argument("--temperature", type=float, metavar="T", help="temperature of the sampling steps (default: 1)")
     run.add_argument(
         "--grad-noise", type=float, metavar="V", help="emulate stochastic gradients: add N(0, V I) noise to grad U"
     )
@@ -183,11 +384,6 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="L",
         help="interacting methods (svgd, [c]sgld_repulsive): particles per ensemble, >= 2",
-    )
-    run.add_argument(
-        "--bandwidth",
-        metavar="H",
-        help="svgd, [c]sgld_repulsive: RBF bandwidth h > 0, or 'median' (default: the median heuristic)",
     )
     run.add_argument(
         "--storage",
@@ -217,7 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--thin", type=int, default=1, metavar="T", help="keep every T-th collected draw")
     run.add_argument("--out", required=True, metavar="DIR", help="output directory")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_method_options(run)
     run.set_defaults(subparser=run)
+    if method is not None:
+        run.appendix = method_help(method)
 
     rep = sub.add_parser(
         "reproduce",
@@ -261,6 +460,70 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
     sw.set_defaults(subparser=sw)
     return parser
+
+
+def _add_method_options(run: argparse.ArgumentParser) -> None:
+    """One flag per option of every registered method, in a group of ``run``'s help."""
+    group = run.add_argument_group(
+        "method options",
+        "Every option of every method, as --option-name VALUE; each method takes some of them (sgsim run --method M "
+        "--help lists M's, with their defaults; a flag that the method does not take is an error). VALUE is true, "
+        "false, none, a Python literal (a number, a list such as '[1, 0.5]', nested lists for a matrix) or else a "
+        "word ('median').",
+    )
+    from .integrators import METHODS
+
+    n_methods = len(METHODS)
+    for option, methods in _all_method_options().items():
+        _, doc = _method_options(METHODS[methods[0]])[option]
+        which = "every method" if len(methods) == n_methods else ", ".join(methods)
+        flag = _option_flag(option)
+        try:
+            group.add_argument(
+                flag,
+                action=_MethodOption,
+                option=option,
+                dest="method_options",
+                default=argparse.SUPPRESS,
+                metavar="VALUE",
+                help=f"{doc} ({which})".replace("%", "%%"),
+            )
+        except argparse.ArgumentError:
+            raise TypeError(
+                f"the option {option!r} of method(s) {', '.join(methods)} would have the flag {flag}, which sgsim run "
+                "already has for something else: rename the option"
+            ) from None
+    run.set_defaults(method_options={})
+
+
+def _check_method_options(method, given: dict, parser) -> None:
+    """Exit with a usage error (status 2) naming the flag if ``given`` does not suit ``method``.
+
+    An option the method does not take, a required option left out, or a value that the
+    option's own check rejects (the dynamics' options; the schedule checks its own when it is
+    built, still before any sampling).
+    """
+    accepted = _method_options(method)
+    foreign = sorted(k for k in given if k not in accepted)
+    if foreign:
+        flags = ", ".join(_option_flag(k) for k in foreign)
+        parser.error(
+            f"argument {_option_flag(foreign[0])}: method {method.name!r} does not take {flags}; its options: "
+            f"{', '.join(_option_flag(k) for k in accepted)} (sgsim run --method {method.name} --help)"
+        )
+    for name, (default, _) in accepted.items():
+        if default is _REQUIRED and name not in given:
+            parser.error(f"argument {_option_flag(name)}: required for method {method.name!r}")
+    records = method.algorithm.options
+    for name, value in given.items():
+        if name in records:
+            try:
+                records[name].check(name, value)
+            except (ValueError, TypeError) as exc:
+                message = _flag_message(exc)
+                parser.error(
+                    message if message.startswith("argument --") else f"argument {_option_flag(name)}: {message}"
+                )
 
 
 def _cmd_sweep(args, parser) -> int:
@@ -463,25 +726,16 @@ def _cmd_run(args, parser) -> int:
     from .targets import get as get_target
 
     t0 = time.perf_counter()
-    _check_out(args.out, parser)
     method = get_method(args.method)
-    cyclical = "n_cycles" in method.schedule_options
-    if cyclical and args.n_cycles is None:
-        parser.error(f"argument --n-cycles: required for method {method.name!r}")
-    if args.decay is not None and cyclical:
+    options = dict(args.method_options)
+    _check_method_options(method, options, parser)
+    if args.decay is not None and "n_cycles" in method.schedule_options:
         parser.error(f"argument --decay: applies to sgld and sghmc, not to the cyclical method {method.name!r}")
     if args.hold is not None and args.decay is None:
         parser.error("argument --hold: needs --decay")
-    options = {}
-    for name in ("n_cycles", "explore_fraction", "skip_per_cycle", "friction", "temperature"):
-        value = getattr(args, name)
-        if value is not None:
-            options[name] = value
-    if args.bandwidth is not None:
-        try:
-            options["bandwidth"] = float(args.bandwidth)
-        except ValueError:
-            options["bandwidth"] = args.bandwidth
+    if args.decay is not None and "step_size" not in options:
+        parser.error("argument --step-size: required with --decay")
+    _check_out(args.out, parser)
     bound = {"auto": "auto", "none": None}.get(args.divergence_bound.lower(), args.divergence_bound)
     if isinstance(bound, str) and bound != "auto":
         try:
@@ -494,13 +748,13 @@ def _cmd_run(args, parser) -> int:
             target = target.with_gradient_noise(args.grad_noise)
         n_steps, schedule = args.n_steps, None
         if args.decay is not None:
-            temperature = options.pop("temperature", 1.0)
+            # the decreasing steps replace the method's schedule, at its default temperature
+            default = _method_options(method).get("temperature", (1.0, ""))[0]
+            temperature = options.pop("temperature", 1.0 if default is _REQUIRED else default)
             schedule = schedules.polynomial_decay(
-                args.step_size, args.decay, args.n_steps, hold=args.hold or 0, temperature=temperature
+                options.pop("step_size"), args.decay, args.n_steps, hold=args.hold or 0, temperature=temperature
             )
             n_steps = None
-        else:
-            options["step_size"] = args.step_size
         idata = sample(
             target,
             method.name,

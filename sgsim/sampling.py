@@ -31,6 +31,7 @@ Every result records its :class:`~sgsim.spec.RunSpec`; :func:`replay` reruns it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import time
@@ -46,7 +47,8 @@ from . import rng as _rng
 from . import spec as _spec
 from . import targets as _targets
 from ._validate import ParameterError, ParameterTypeError, boolean, finite_array, integer, positive_float
-from .integrators import INTERACTING, get_method
+from .integrators import INTERACTING, METHODS, get_method
+from .integrators import ORIGINS as METHOD_ORIGINS
 from .integrators._base import Method, unknown_options
 from .integrators._kernel_cache import cached_chain_loop, cached_ensemble_loop
 from .integrators._loop import MOMENTS, NOTHING, chain_loop, ensemble_loop, stay
@@ -428,7 +430,11 @@ def _numba_threads(n: int):
 
 
 def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress, injected=None, k_range=None):
-    """Advance every replica over the schedule (or ``k_range``) in place."""
+    """Advance every replica over the schedule (or ``k_range``) in place.
+
+    ``injected`` (shape ``(n_rep, k1 - k0) + member``, its first step that of ``k_range``)
+    replaces the streams' standard normals.
+    """
     target, alg = run.target, run.method.algorithm
     n_rep = buf.state.shape[0]
     k_start, k_stop = (0, run.schedule.n_steps) if k_range is None else k_range
@@ -474,7 +480,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         # the block's per-step values, shared by every replica
         k0, k1 = starts[i], ends[i]
         block = run.schedule.block(k0, k1)
-        inj = no_inj if injected is None else injected[:, k0:k1]
+        inj = no_inj if injected is None else injected[:, k0 - k_start : k1 - k_start]
         return k0, k1, np.ascontiguousarray(block.step_size), run.noise(block), keeper.store(block), inj
 
     def advance(c0, c1, k0, alpha, noise, store, inj, started=None):
@@ -616,13 +622,30 @@ def run_chain(run: Run, state, gen, out, k0=0, k1=None, injected=None, work=None
             kb = min(k0, keeper_k + _BLOCK_STEPS)
             keeper.store(run.schedule.block(keeper_k, kb))
             keeper_k = kb
-    _execute(run, buf, keeper, 1, None, inj, (int(k0), int(k1)))
+    _execute(run, buf, keeper, 1, None, None if inj is None else inj[:, k0:k1], (int(k0), int(k1)))
     for i, s in enumerate(state):
         s[...] = buf.state[0, i]
     work[...] = buf.works[0]
     if gen is not None:
         _rng.set_state(gen, buf.rngs[0])
     return int(buf.failed[0])
+
+
+def advance_probes(run: Run, state: np.ndarray, injected: np.ndarray, k: int) -> np.ndarray:
+    """Step ``k`` (0-based) of the compiled loop, from each of the given states, with the given normals.
+
+    For reading a step's map off its code (:func:`sgsim.algorithms.affine_steps`): ``state``
+    has shape ``(n_probes, n_state, d)``, ``injected`` ``(n_probes, d)`` standard normals used in
+    place of the streams'; returns the states after the step (a probe that diverged holds NaN).
+    Independent chains on a target with an exact gradient only.
+    """
+    n_probes = state.shape[0]
+    st = np.zeros((n_probes, _rng.STATE_WORDS), np.uint64)
+    buf = _allocate(run, n_probes, [state[:, i] for i in range(state.shape[1])], st)
+    _execute(run, buf, _Keeper(run), 1, None, np.ascontiguousarray(injected[:, None]), (int(k), int(k) + 1))
+    out = buf.state.copy()
+    out[buf.failed >= 0] = np.nan
+    return out
 
 
 # ----------------------------------------------------------------------------- the public call
@@ -973,6 +996,7 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
         target_name=tgt.name,
         target_fingerprint=tgt.fingerprint(),
         method=run.method.name,
+        method_module=METHOD_ORIGINS.get(run.method.name),
         options={k: v for k, v in run.options.items() if k != "n_particles"},
         schedule=run.schedule.description,
         schedule_arrays=None if run.schedule.is_formula else dict(run.schedule.arrays()),
@@ -1036,7 +1060,62 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
 # ----------------------------------------------------------------------------- replay
 
 
-def replay(source, *, target=None, n_threads=None, progress=False):
+def _allowed(module: str, allow) -> bool:
+    """Whether ``module`` is sgsim's own or within one of the packages or modules named in ``allow``."""
+    names = ("sgsim", *allow)
+    return any(module == name or module.startswith(name + ".") for name in names)
+
+
+def _check_allow(allow) -> tuple[str, ...]:
+    if isinstance(allow, str):
+        allow = (allow,)
+    try:
+        names = tuple(allow)
+    except TypeError:
+        raise ParameterTypeError("allow", f"allow must be a list of module names, got {allow!r}") from None
+    for name in names:
+        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
+            raise ParameterError("allow", f"allow must hold module names such as 'mypackage.samplers', got {name!r}")
+    return names
+
+
+def _replay_method(spec: _spec.RunSpec, allow: tuple[str, ...]) -> str:
+    """The recorded method's name, once it is registered here: imported only where ``allow`` permits."""
+    name, module = spec.method, spec.method_module
+    if name in METHODS:
+        here = METHOD_ORIGINS.get(name)
+        if module is not None and here is not None and here != module:
+            raise ParameterError(
+                "method",
+                f"the result was made by method {name!r} registered by {module!r}, but in this process {name!r} "
+                f"is registered by {here!r}: not the same sampler",
+            )
+        return name
+    if module is None or module == "__main__":
+        raise ParameterError(
+            "method",
+            f"the result was made by method {name!r}, which is not registered here and was defined in a script "
+            "or notebook: register the same method first (define it in an importable module to replay it anywhere)",
+        )
+    if not _allowed(module, allow):
+        raise ParameterError(
+            "method",
+            f"the result was made by method {name!r}, registered by module {module!r}, which this process has not "
+            f"imported. Importing a module runs its code, so replay does so only when asked: import {module} "
+            f"first, or pass replay(..., allow=[{module.split('.')[0]!r}])",
+        )
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ParameterError(
+            "method", f"method {name!r} is registered by module {module!r}, which cannot be imported here: {exc}"
+        ) from None
+    if name not in METHODS:
+        raise ParameterError("method", f"importing {module!r} did not register a method named {name!r}")
+    return name
+
+
+def replay(source, *, target=None, allow=(), n_threads=None, progress=False):
     """Run again the run that produced ``source``, bit for bit.
 
     Parameters
@@ -1047,6 +1126,12 @@ def replay(source, *, target=None, n_threads=None, progress=False):
         The target to use instead of rebuilding it from the recorded spec: needed for a
         target built by hand (``sgsim.targets.Target(...)``), which has no spec. It must be
         the target that was sampled (its fingerprint is checked).
+    allow : sequence of str
+        Modules (or packages) outside sgsim that replay may import: the module that registers
+        a sampler of one's own, or that holds a ``"module:function"`` target factory. A result
+        file names these itself, and importing or calling them runs their code, so replay
+        imports nothing outside sgsim unless it is named here (or, for a sampler, already
+        registered in this process); otherwise it says what the file asks for.
     n_threads : int, optional
         Threads; never changes the result.
     progress : bool
@@ -1085,6 +1170,8 @@ def replay(source, *, target=None, n_threads=None, progress=False):
     if "run_spec" in idata.groups():
         arrays = {name: idata["run_spec"][name].values for name in idata["run_spec"].data_vars}
     spec = _spec.decode(idata.attrs["sgsim_config"], arrays)
+    allow = _check_allow(allow)
+    method = _replay_method(spec, allow)
     rebuilt = target is None
     if target is None:
         if spec.target is None:
@@ -1092,6 +1179,15 @@ def replay(source, *, target=None, n_threads=None, progress=False):
                 "target",
                 f"target {spec.target_name!r} was built by hand (sgsim.targets.Target), so the result cannot "
                 "rebuild it: pass the same target as replay(..., target=...)",
+            )
+        factory = spec.target.factory
+        if ":" in factory and not _allowed(factory.split(":")[0], allow):
+            module = factory.split(":")[0]
+            raise ParameterError(
+                "allow",
+                f"the result's target comes from the factory {factory!r}, code outside sgsim that replay would "
+                f"import and call: pass replay(..., allow=[{module.split('.')[0]!r}]) if you trust it, or the "
+                "target itself (replay(..., target=...))",
             )
         target = _targets.build(spec.target)
     if target.fingerprint() != spec.target_fingerprint:
@@ -1105,7 +1201,7 @@ def replay(source, *, target=None, n_threads=None, progress=False):
     noise_correction = options.pop("noise_correction", False)
     return sample(
         target,
-        spec.method,
+        method,
         schedule=schedule,
         n_chains=spec.n_chains,
         n_particles=spec.n_particles,

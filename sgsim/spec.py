@@ -39,6 +39,9 @@ class RunSpec:
         :meth:`sgsim.targets.Target.fingerprint` of the sampled target.
     method : str
         The method's registered name.
+    method_module : str or None
+        The module whose import registers the method (``"sgsim.integrators"`` for sgsim's own;
+        None in results written before it was recorded).
     options : dict
         The algorithm's options after validation, with ``noise_correction``.
     schedule : dict
@@ -94,6 +97,7 @@ class RunSpec:
     divergence_bound: float | None = None
     backend: str = "cpu"
     precision: str = "float64"
+    method_module: str | None = None
 
     def to_dict(self) -> dict:
         """The spec as nested plain data (arrays stay arrays)."""

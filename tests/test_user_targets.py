@@ -91,7 +91,12 @@ def test_a_user_target_by_reference_runs_and_replays(tmp_path, monkeypatch):
     t = targets.get("user_banana:banana", b=0.5)
     assert t.spec.factory == "user_banana:banana"
     r = sgsim.sample(t, "csgld", 2000, n_chains=2, seed=5, step_size=0.05, n_cycles=2)
-    again = sgsim.replay(write_result(r, tmp_path / "r.nc"))
+    path = write_result(r, tmp_path / "r.nc")
+    # the file names code outside sgsim: replay imports and calls it only when allowed
+    with pytest.raises(ValueError, match="user_banana:banana") as refused:
+        sgsim.replay(path)
+    assert refused.value.parameter == "allow"
+    again = sgsim.replay(path, allow=["user_banana"])
     assert np.array_equal(r.posterior["theta"].values, again.posterior["theta"].values)
     with pytest.raises(ValueError, match="cannot import") as info:
         targets.get("no_such_module_here:banana")

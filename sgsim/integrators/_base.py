@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -27,7 +28,9 @@ __all__ = [
     "Algorithm",
     "Method",
     "register",
+    "unregister",
     "get_method",
+    "ORIGINS",
     "METHODS",
     "INDEPENDENT",
     "INTERACTING",
@@ -359,13 +362,53 @@ class Method:
 
 
 METHODS: dict[str, Method] = {}
+#: method name -> the module whose import registers it (recorded in results, for replay)
+ORIGINS: dict[str, str] = {}
 
 
-def register(method: Method) -> Method:
-    """Add ``method`` to the registry; its name must be new."""
-    if method.name in METHODS:
-        raise ValueError(f"a method named {method.name!r} is already registered")
+def register(method: Method, *, replace: bool = False, module: str | None = None) -> Method:
+    """Add ``method`` to the registry under ``method.name``, and return it.
+
+    Parameters
+    ----------
+    method : Method
+        The method: an :class:`Algorithm` with its default schedule.
+    replace : bool
+        Replace a method of the same name registered before (for a notebook cell run twice);
+        otherwise a name already taken is an error.
+    module : str, optional
+        The module whose import registers the method: recorded in every result, so that
+        :func:`sgsim.replay` can say what to import (and import it when allowed). Default: the
+        module that calls ``register``.
+
+    Raises
+    ------
+    TypeError
+        If ``method`` is not a :class:`Method`.
+    ValueError
+        If the name is taken and ``replace`` is False.
+    """
+    if not isinstance(method, Method):
+        raise TypeError(f"register takes an sgsim.algorithms.Method, got {type(method).__name__}")
+    if method.name in METHODS and not replace:
+        raise ValueError(
+            f"a method named {method.name!r} is already registered (by {ORIGINS.get(method.name)!r}); "
+            "choose another name, or pass replace=True"
+        )
+    if module is None:
+        module = sys._getframe(1).f_globals.get("__name__", "__main__")
     METHODS[method.name] = method
+    ORIGINS[method.name] = str(module)
+    return method
+
+
+def unregister(name: str) -> Method:
+    """Remove the method ``name`` from the registry and return it (built-in methods cannot be removed)."""
+    method = get_method(name)
+    if ORIGINS.get(method.name, "").split(".")[0] == "sgsim":
+        raise ValueError(f"{method.name!r} is one of sgsim's own methods and cannot be unregistered")
+    del METHODS[method.name]
+    ORIGINS.pop(method.name, None)
     return method
 
 

@@ -22,6 +22,7 @@ from .convergence import (
 from .distances import gaussian_kl, gaussian_w2, sqrtm_psd, w2_optimal_map
 from .exact_law import (
     GaussianPath,
+    affine_law,
     langevin_law,
     momentum_sgd_law,
     preconditioned_sgd_law,
@@ -50,6 +51,7 @@ __all__ = [
     "stationary_covariance",
     "time_average_cov",
     "langevin_law",
+    "affine_law",
     "sqrtm_psd",
     "gaussian_w2",
     "gaussian_kl",

@@ -46,6 +46,7 @@ __all__ = [
     "stationary_covariance",
     "time_average_cov",
     "langevin_law",
+    "affine_law",
 ]
 
 # step-major blocks of F_k and Q_k are built vectorised; this bounds their size (floats)
@@ -636,6 +637,65 @@ def sgfs_law(A, C, H, E, lr, batch_size, init_mean=None, init_cov=None, *, n_ste
     e = finite_array("E", E, (d, d))
     m0, s0 = _init(init_mean, init_cov, d, d)
     return _propagate(dynamics.sgfs_linear(a, c, h, e, eps, s), m0, s0, "lr")
+
+
+def affine_law(transition, shift, noise_cov, init_mean=None, init_cov=None) -> GaussianPath:
+    """Laws of ``x_k = F_k x_{k-1} + c_k + xi_k``, ``xi_k ~ N(0, Q_k)`` independent, for any per-step ``F, c, Q``.
+
+    The general form of every step that is affine in its state and its Gaussian noise
+    (:ref:`theory-exact-laws`): ``E x_k = F_k E x_{k-1} + c_k`` and
+    ``Cov x_k = F_k Cov x_{k-1} F_k^T + Q_k``, propagated exactly (``O(K n^3)``). The maps of a
+    sampler's step read off its compiled code (:func:`sgsim.algorithms.affine_steps`) give its
+    exact law this way.
+
+    Parameters
+    ----------
+    transition : array_like, shape (K, n, n)
+        ``F_k``.
+    shift : array_like, shape (K, n)
+        ``c_k``.
+    noise_cov : array_like, shape (K, n, n)
+        ``Q_k``, symmetric positive semidefinite.
+    init_mean : array_like, shape (n,), optional
+        ``E x_0`` (default 0).
+    init_cov : array_like, shape (n, n), optional
+        ``Cov x_0`` (default 0: a fixed start).
+
+    Returns
+    -------
+    GaussianPath
+        Means (K, n) and covariances (K, n, n) of ``x_1 .. x_K``.
+
+    Examples
+    --------
+    SGLD with ``alpha = 0.1`` on ``N(0, 1)``: ``F = 0.9``, ``Q = 0.2``:
+
+    >>> import numpy as np
+    >>> from sgsim import theory
+    >>> k = 200
+    >>> path = theory.affine_law(np.full((k, 1, 1), 0.9), np.zeros((k, 1)), np.full((k, 1, 1), 0.2))
+    >>> print(path.variances[-1].round(4))
+    [1.0526]
+    """
+    f = finite_array("transition", transition)
+    if f.ndim != 3 or f.shape[1] != f.shape[2]:
+        raise ParameterError("transition", f"transition must have shape (K, n, n), got {f.shape}")
+    k_steps, n = f.shape[0], f.shape[1]
+    c = finite_array("shift", shift, (k_steps, n))
+    q = finite_array("noise_cov", noise_cov, (k_steps, n, n))
+    m, s = _init(init_mean, init_cov, n, n)
+    mean = np.empty((k_steps, n))
+    cov = np.empty((k_steps, n, n))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(k_steps):
+            m = f[k] @ m + c[k]
+            s = f[k] @ s @ f[k].T + q[k]
+            s = 0.5 * (s + s.T)
+            mean[k] = m
+            cov[k] = s
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(cov))):
+        raise ParameterError("transition", "the law overflows: the recursion is unstable at these steps")
+    return GaussianPath(mean, cov)
 
 
 # ----------------------------------------------------------------------------- stationary laws, averages
