@@ -9,7 +9,17 @@ from __future__ import annotations
 from . import constant_sgd, sghmc, sgld, sgld_repulsive, svgd
 from ._base import INDEPENDENT, INTERACTING, METHODS, ORIGINS, Algorithm, Method, Option, get_method, register
 
-__all__ = ["METHODS", "ORIGINS", "Algorithm", "Method", "Option", "get_method", "register", "INDEPENDENT", "INTERACTING"]
+__all__ = [
+    "METHODS",
+    "ORIGINS",
+    "Algorithm",
+    "Method",
+    "Option",
+    "get_method",
+    "register",
+    "INDEPENDENT",
+    "INTERACTING",
+]
 
 register(sgld.METHOD)
 register(sgld.CYCLICAL)
