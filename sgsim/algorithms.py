@@ -115,6 +115,7 @@ __all__ = [
     "check_nonnegative",
     "check_positive",
     "check_integer",
+    "check_positive_array",
     "AffineSteps",
     "NotAffineError",
     "affine_steps",
@@ -129,6 +130,14 @@ __all__ = [
 def check_positive(name: str, value) -> float:
     """Option check: a finite real number > 0."""
     return positive_float(name, value)
+
+
+def check_positive_array(name: str, value) -> np.ndarray:
+    """Option check: a number or a vector of finite numbers, each > 0 (returned as a 1-D float array)."""
+    arr = np.atleast_1d(finite_array(name, value)).astype(float)
+    if arr.ndim != 1 or arr.size == 0 or np.any(arr <= 0):
+        raise ParameterError(name, f"{name} must be a number or a vector of numbers > 0, got {value!r}")
+    return arr
 
 
 def check_integer(name: str, value, low: int = 0) -> int:
@@ -207,6 +216,12 @@ class AffineSteps:
 def _prepared(method, target, n_steps, schedule, noise_correction, options):
     from .sampling import prepare  # the run driver sits above this module
 
+    if get_method(method).algorithm.coupling == INTERACTING:
+        raise ParameterError(
+            "method",
+            f"{get_method(method).name!r} moves an ensemble of interacting particles: affine_steps reads the maps "
+            "of independent-chain steps (a kernel-coupled step is not affine in the particles)",
+        )
     run, _ = prepare(
         target,
         method,
@@ -217,12 +232,6 @@ def _prepared(method, target, n_steps, schedule, noise_correction, options):
         divergence_bound=None,
         **options,
     )
-    if run.interacting:
-        raise ParameterError(
-            "method",
-            f"{run.method.name!r} moves an ensemble of interacting particles: affine_steps reads the maps of "
-            "independent-chain steps (a kernel-coupled step is not affine in the particles)",
-        )
     if run.target.stochastic_grad_u is not None:
         raise ParameterError(
             "target",

@@ -68,6 +68,7 @@ import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -258,7 +259,7 @@ class _Step:
     move: str = ""
 
 
-def constant_defines(consts: tuple) -> tuple[list[str], dict]:
+def constant_defines(consts: Any) -> tuple[list[str], dict]:
     """``(#define lines, arrays)`` for an algorithm's named constants (``Algorithm.constants``).
 
     Each field ``name`` becomes ``NAME`` in the C text: an integer as a ``long long`` literal, a

@@ -10,6 +10,7 @@ test file.
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import sys
 from collections.abc import Callable
@@ -125,6 +126,11 @@ class Algorithm:
     report : callable, optional
         ``report(final_stats) -> str or None``: given each statistic's final value per
         replica (a dict of arrays), a warning for the caller, or None.
+    asymptotically_exact : bool
+        Its stationary law tends to ``exp(-U / T)`` as the step size goes to 0 (SGLD, SGHMC;
+        not constant SGD, whose stationary law is the point of its study). The conformance kit
+        (:mod:`sgsim.testing`) then checks it on a linear-Gaussian target, where a wrong noise
+        scale shows at any step size.
     references : str
         Where the update comes from.
     """
@@ -149,6 +155,7 @@ class Algorithm:
     serial_blas: bool = False
     stability: Callable[[float, Any, dict], None] | None = None
     report: Callable[[dict], str | None] | None = None
+    asymptotically_exact: bool = False
     references: str = ""
 
     def __post_init__(self):
@@ -182,7 +189,9 @@ class Algorithm:
         """
         out = {}
         for name, opt in self.options.items():
-            out[name] = opt.check(name, given[name]) if name in given else opt.default
+            # a default goes through its check too, so that the step sees one canonical type
+            value = given[name] if name in given else opt.default
+            out[name] = value if value is None and name not in given else opt.check(name, value)
         out.update(common)
         return self.check(out, target)
 
@@ -341,6 +350,11 @@ class Method:
         One line for listings.
     references : str
         Where the method comes from.
+    example : dict
+        Options for a small run (``step_size`` and whatever the method requires), and
+        optionally ``"target"``: a target's name, or a function of no arguments that builds
+        one. The conformance kit, ``sgsim run``'s tests and the docs use it; by default
+        ``{"step_size": 0.05}`` on the kit's linear-Gaussian target.
     """
 
     name: str
@@ -349,6 +363,27 @@ class Method:
     schedule_options: tuple[str, ...]
     summary: str
     references: str = ""
+    example: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise TypeError(
+                f"Method.name must be lower case letters, digits and '_' (a letter first), got {self.name!r}"
+            )
+        if not isinstance(self.algorithm, Algorithm):
+            raise TypeError(f"method {self.name!r}: algorithm must be an sgsim.algorithms.Algorithm")
+        if not callable(self.schedule):
+            raise TypeError(f"method {self.name!r}: schedule must be a function schedule(n_steps, **options)")
+        params = inspect.signature(self.schedule).parameters
+        missing = [o for o in self.schedule_options if o not in params]
+        if missing or "step_size" not in self.schedule_options:
+            raise TypeError(
+                f"method {self.name!r}: schedule_options {self.schedule_options} must include 'step_size' and name "
+                f"parameters of its schedule function {tuple(params)}"
+            )
+        unknown = set(self.example) - {"target"} - set(self.schedule_options) - set(self.algorithm.options)
+        if unknown:
+            raise TypeError(f"method {self.name!r}: example names options the method does not take: {sorted(unknown)}")
 
     @property
     def state_names(self) -> tuple[str, ...]:
@@ -405,7 +440,7 @@ def register(method: Method, *, replace: bool = False, module: str | None = None
 def unregister(name: str) -> Method:
     """Remove the method ``name`` from the registry and return it (built-in methods cannot be removed)."""
     method = get_method(name)
-    if ORIGINS.get(method.name, "").split(".")[0] == "sgsim":
+    if ORIGINS.get(method.name) == __name__.rsplit(".", 1)[0]:
         raise ValueError(f"{method.name!r} is one of sgsim's own methods and cannot be unregistered")
     del METHODS[method.name]
     ORIGINS.pop(method.name, None)

@@ -468,6 +468,7 @@ SGLD_WT = Algorithm(
     constants=lambda options: SGDConstants(0.5, *_kind(None)),
     noise=_sgld_wt_noise,
     stability=_stability_sgld_wt,
+    asymptotically_exact=True,
     references="Welling and Teh (2011); [SGDVI] §5.1",
 )
 
@@ -505,12 +506,49 @@ def _sgd_schedule(n_steps, step_size, temperature=0.0) -> Schedule:
     return constant_schedule(n_steps, step_size, temperature)
 
 
+def example_target():
+    """A small quadratic loss with a known ``N`` (the family's options read it): the examples' target."""
+    from ..targets import ou_quadratic
+
+    return ou_quadratic([[1.0, 0.3], [0.3, 0.5]], [[1.5, -0.4], [-0.4, 0.8]], batch_size=4, n_data=100)
+
+
 METHODS = (
-    Method("sgd", SGD, _sgd_schedule, ("step_size",), "constant (preconditioned) SGD, [SGDVI] units", "[SGDVI]"),
-    Method("momentum_sgd", MOMENTUM_SGD, _sgd_schedule, ("step_size",), "SGD with momentum, [SGDVI] order", "[SGDVI]"),
-    Method("sgld_wt", SGLD_WT, constant_schedule, CONSTANT_OPTIONS, "SGLD, Welling-Teh scale", "[SGDVI] §5.1"),
-    Method("sgfs", SGFS, _sgd_schedule, ("step_size",), "SGFS, [SGDVI] eq. 26", "[SGDVI] §5.2"),
     Method(
-        "iasg", IASG, iasg_schedule, ("step_size", "window", "warmup"), "iterate averaging, [SGDVI] Alg. 1", "[SGDVI]"
+        "sgd",
+        SGD,
+        _sgd_schedule,
+        ("step_size",),
+        "constant (preconditioned) SGD, [SGDVI] units",
+        "[SGDVI]",
+        example={"target": example_target, "step_size": 0.5},
+    ),
+    Method(
+        "momentum_sgd",
+        MOMENTUM_SGD,
+        _sgd_schedule,
+        ("step_size",),
+        "SGD with momentum, [SGDVI] order",
+        "[SGDVI]",
+        example={"target": example_target, "step_size": 0.3, "damping": 0.5},
+    ),
+    Method("sgld_wt", SGLD_WT, constant_schedule, CONSTANT_OPTIONS, "SGLD, Welling-Teh scale", "[SGDVI] §5.1"),
+    Method(
+        "sgfs",
+        SGFS,
+        _sgd_schedule,
+        ("step_size",),
+        "SGFS, [SGDVI] eq. 26",
+        "[SGDVI] §5.2",
+        example={"target": example_target, "step_size": 0.5, "preconditioner": [1.2, 0.8], "injected_cov": 0.3},
+    ),
+    Method(
+        "iasg",
+        IASG,
+        iasg_schedule,
+        ("step_size", "window", "warmup"),
+        "iterate averaging, [SGDVI] Alg. 1",
+        "[SGDVI]",
+        example={"target": example_target, "step_size": 0.5, "window": 10},
     ),
 )

@@ -111,6 +111,7 @@ SGHMC = Algorithm(
     constants=lambda options: Constants(1.0 - options["friction"]),
     noise=_noise,
     check=_check,
+    asymptotically_exact=True,
     references="Chen, Fox and Guestrin (2014); [cSG] §2",
 )
 
@@ -130,4 +131,5 @@ CYCLICAL = Method(
     CYCLICAL_OPTIONS,
     "cyclical SGHMC: cosine step sizes, momentum SGD exploration at T=0, sampling at T=1",
     "[cSG] eq. 2 and Algorithm 1",
+    example={"step_size": 0.05, "n_cycles": 2},
 )

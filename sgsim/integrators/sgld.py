@@ -69,6 +69,7 @@ SGLD = Algorithm(
     step=(stay, update),
     constants=lambda options: NO_CONSTANTS,
     noise=_noise,
+    asymptotically_exact=True,
     references="Welling and Teh (2011); [cSG] §2",
 )
 
@@ -88,4 +89,5 @@ CYCLICAL = Method(
     CYCLICAL_OPTIONS,
     "cyclical SGLD: cosine step sizes, SGD exploration at T=0, sampling at T=1",
     "[cSG] eq. 2 and Algorithm 1",
+    example={"step_size": 0.05, "n_cycles": 2},
 )

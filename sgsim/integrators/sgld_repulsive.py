@@ -337,6 +337,8 @@ def _algorithm(name: str, sign: float, summary: str) -> Algorithm:
         stats=("bandwidth", "jitter"),
         serial_blas=True,
         report=_report,
+        # the printed paper's -Gamma is a deliberately wrong sampler
+        asymptotically_exact=sign > 0,
         references="[Rep] eqs. 5, 7, 8 (sign of Gamma and of the kernel term corrected); Ma, Chen and Fox (2015)",
     )
 
@@ -361,6 +363,7 @@ CYCLICAL = Method(
     CYCLICAL_OPTIONS,
     "cyclical SGLD+R: cosine step sizes, SVGD exploration at T=0, SGLD+R sampling at T=1",
     "[cSG] eq. 2 and Algorithm 1 applied to [Rep] eqs. 5-8",
+    example={"step_size": 0.05, "n_cycles": 2},
 )
 
 MINUS_GAMMA = Method(
@@ -544,4 +547,5 @@ RANDOM_BATCH = Method(
     CONSTANT_OPTIONS,
     "SGLD+R with random batches of batch_size particles: cost per step grows like L * batch_size",
     "[Rep] eqs. 5-8; Jin, Li and Liu (2020)",
+    example={"step_size": 0.05, "bandwidth": 1.0, "batch_size": 2},
 )
