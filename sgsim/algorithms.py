@@ -36,7 +36,7 @@ For example SGLD with a diagonal preconditioner ``p`` (drift ``a p * grad U``, n
     PSGLD = Algorithm(
         name="psgld_diag", summary="SGLD with a fixed diagonal preconditioner",
         coupling=INDEPENDENT, state=("theta",),
-        options={"p": Option(None, check_positive_vector, "the preconditioner's diagonal")},
+        options={"p": Option(None, check_positive_array, "the preconditioner's diagonal")},
         units="drift step_size * p * grad U, noise covariance 2 * step_size * T * diag(p)",
         step=(stay, update), constants=lambda o: Constants(o["p"]),
         noise=lambda block, target, o: Noise((2 * block.step_size * block.temperature,), (np.diag(o["p"]),)),

@@ -46,7 +46,7 @@ from typing import Any
 
 from . import __version__
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "method_help"]
 
 # sgsim's parameter names -> the flags that set them, to name the flag in error messages; the
 # methods' options are not listed: each has the flag --option-name (see _option_flag)
@@ -244,9 +244,11 @@ def method_help(name: str) -> str:
     width = max(60, min(shutil.get_terminal_size().columns - 2, 100))
 
     def para(text: str, indent: str = "  ") -> list[str]:
-        return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ")
+        return textwrap.wrap(
+            text, width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False
+        )
 
-    lines = [f"method {name}: {method.summary}"]
+    lines = para(f"method {name}: {method.summary}", "")
     lines += para(f"dynamics: {alg.name}, {alg.summary}")
     lines += para(f"units: {alg.units}")
     if alg.coupling == INTERACTING:
@@ -255,10 +257,12 @@ def method_help(name: str) -> str:
     rows = [(_option_flag(k), _show_default(default), doc) for k, (default, doc) in options.items()]
     w1 = max(len(r[0]) for r in rows) + 2
     w2 = max(len(r[1]) for r in rows) + 2
-    lines += ["", f"options of {name} (--option VALUE: a number, a list, true/false, none, or a word):"]
+    lines += ["", f"options of {name} (--option VALUE):"]
     for flag, default, doc in rows:
         head = f"  {flag:{w1}s}{default:{w2}s}"
-        lines += textwrap.wrap(doc, width, initial_indent=head, subsequent_indent=" " * len(head)) or [head.rstrip()]
+        lines += textwrap.wrap(
+            doc, width, initial_indent=head, subsequent_indent=" " * len(head), break_on_hyphens=False
+        ) or [head.rstrip()]
     return "\n".join(lines) + "\n"
 
 
@@ -463,7 +467,12 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
 
 
 def _add_method_options(run: argparse.ArgumentParser) -> None:
-    """One flag per option of every registered method, in a group of ``run``'s help."""
+    """One flag per option of every registered method, in a group of ``run``'s help.
+
+    The usage line names them together, as ``[--OPTION VALUE ...]``.
+    """
+    usage = run.format_usage().removeprefix("usage: ").rstrip()
+    run.usage = f"{usage}\n{' ' * (len('usage: ') + len(run.prog) + 1)}[--OPTION VALUE ...]"
     group = run.add_argument_group(
         "method options",
         "Every option of every method, as --option-name VALUE; each method takes some of them (sgsim run --method M "
@@ -716,6 +725,8 @@ def density_figure(idata, target):
 
 
 def _cmd_run(args, parser) -> int:
+    import inspect
+
     import numpy as np
 
     from . import schedules
@@ -748,9 +759,10 @@ def _cmd_run(args, parser) -> int:
             target = target.with_gradient_noise(args.grad_noise)
         n_steps, schedule = args.n_steps, None
         if args.decay is not None:
-            # the decreasing steps replace the method's schedule, at its default temperature
-            default = _method_options(method).get("temperature", (1.0, ""))[0]
-            temperature = options.pop("temperature", 1.0 if default is _REQUIRED else default)
+            # the decreasing steps replace the method's schedule, at that schedule's default temperature
+            param = inspect.signature(method.schedule).parameters.get("temperature")
+            default = 1.0 if param is None or param.default is param.empty else param.default
+            temperature = options.pop("temperature", default)
             schedule = schedules.polynomial_decay(
                 options.pop("step_size"), args.decay, args.n_steps, hold=args.hold or 0, temperature=temperature
             )
@@ -987,7 +999,7 @@ def main(argv: list[str] | None = None) -> int:
     # `python -m sgsim` would (the installed script's path holds only its own folder)
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    parser = build_parser()
+    parser = build_parser(_help_method(argv))
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

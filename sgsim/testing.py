@@ -62,6 +62,7 @@ __all__ = [
     "registered",
 ]
 
+#: the kit's checks, in the order they run
 CHECKS = ("exact_law", "consistency", "monte_carlo", "threads", "replicas", "storage", "replay")
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
@@ -246,7 +247,7 @@ def check_sampler(
     n_steps : int, optional
         Steps per chain (default 100 for chains, 30 for ensembles).
     checks : sequence of str
-        Which of :data:`CHECKS` to run.
+        Which of ``CHECKS`` to run.
     law_of : str or Method, optional
         Take the exact law from this method instead (a negative control: simulate one sampler,
         compare with another's law).

@@ -93,7 +93,7 @@ class Algorithm:
     constants : callable
         ``constants(options) -> NamedTuple``: the numbers the step reads from ``consts``, by
         name (``consts.keep``); a ``typing.NamedTuple`` class defined at module level, so
-        that the compiled loop can be cached on disk. :data:`NO_CONSTANTS` when there are none.
+        that the compiled loop can be cached on disk. ``NO_CONSTANTS`` when there are none.
     noise : callable
         ``noise(block, target, options) -> sgsim.dynamics.Noise or None``: the covariance of
         the step's Gaussian noise over a :class:`~sgsim.schedules.ScheduleBlock`.
@@ -189,9 +189,15 @@ class Algorithm:
         """
         out = {}
         for name, opt in self.options.items():
-            # a default goes through its check too, so that the step sees one canonical type
-            value = given[name] if name in given else opt.default
-            out[name] = value if value is None and name not in given else opt.check(name, value)
+            # a default goes through its check too, so that the step sees one canonical type; a
+            # default of None whose check refuses None makes the option required
+            if name in given or opt.default is not None:
+                out[name] = opt.check(name, given[name] if name in given else opt.default)
+                continue
+            try:
+                out[name] = opt.check(name, None)
+            except (ValueError, TypeError):
+                raise ParameterTypeError(name, f"{self.name} needs the option {name!r}: {opt.doc}") from None
         out.update(common)
         return self.check(out, target)
 
