@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import dynamics, io, schedules, targets  # noqa: E402
+from . import algorithms, dynamics, io, schedules, targets  # noqa: E402
 from ._jit import jit  # noqa: E402
 from .integrators import METHODS  # noqa: E402
 from .sampling import DivergenceError, replay, sample  # noqa: E402
@@ -21,6 +21,7 @@ __all__ = [
     "DivergenceError",
     "METHODS",
     "jit",
+    "algorithms",
     "dynamics",
     "io",
     "schedules",

@@ -214,7 +214,7 @@ class AffineSteps:
 
 
 def _prepared(method, target, n_steps, schedule, noise_correction, options):
-    from .sampling import prepare  # the run driver sits above this module
+    from .driver import prepare  # the run driver sits above this module
 
     if get_method(method).algorithm.coupling == INTERACTING:
         raise ParameterError(
@@ -299,7 +299,7 @@ def affine_steps(method, target, n_steps=None, *, schedule=None, noise_correctio
     [[0.9]] [[0.2]]
     """
     run = _prepared(method, target, n_steps, schedule, noise_correction, options)
-    from .sampling import advance_probes
+    from .driver import advance_probes
 
     alg, d = run.method.algorithm, run.target.dim
     n_state = len(alg.state)

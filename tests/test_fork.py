@@ -14,7 +14,7 @@ SCRIPT = textwrap.dedent(
     """
     import os, sys, warnings
     import numpy as np
-    import sgsim, sgsim.sampling as s
+    import sgsim, sgsim.driver as s
 
     def run():
         r = sgsim.sample("mixture_25", "svgd", 30, n_particles=200, step_size=0.05, seed=4,

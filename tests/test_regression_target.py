@@ -337,7 +337,7 @@ def test_same_seed_same_bits_and_chain_c_independent_of_n_chains_and_threads(met
 
 def test_blocking_inside_sample_does_not_change_the_bits(monkeypatch):
     reference = draw(n_chains=2)
-    monkeypatch.setattr(sgsim.sampling, "_BLOCK_STEPS", 7)
+    monkeypatch.setattr(sgsim.driver, "_BLOCK_STEPS", 7)
     assert np.array_equal(theta(reference), theta(draw(n_chains=2)))
 
 

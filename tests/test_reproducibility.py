@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import sgsim
-import sgsim.sampling
+import sgsim.driver
 from sgsim import targets
 
 NOISY = targets.linear_gaussian([[2.0, 0.5], [0.5, 1.0]], [0.3, -0.2], [[0.5, 0.2], [0.2, 0.3]])
@@ -98,7 +98,7 @@ def test_numba_thread_count_does_not_change_the_bits(tmp_path):
 
 def test_blocking_of_steps_does_not_change_the_bits(monkeypatch):
     reference = run(5, 2)
-    monkeypatch.setattr(sgsim.sampling, "_BLOCK_STEPS", 7)
+    monkeypatch.setattr(sgsim.driver, "_BLOCK_STEPS", 7)
     assert_same_bits(reference, run(5, 2))
 
 

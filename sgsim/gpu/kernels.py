@@ -394,7 +394,7 @@ def supported(run) -> str | None:
 
     Parameters
     ----------
-    run : sgsim.sampling.Run
+    run : sgsim.driver.Run
         A prepared run (``sgsim.sampling.prepare``).
 
     Returns
@@ -779,11 +779,11 @@ _STORAGE_CODES = {"draws": 1, "final": 2, "moments": 3}
 
 
 def render(run, precision: str, device: bool = True) -> KernelSource:
-    """The kernel source of ``run`` (a prepared ``sgsim.sampling.Run``) in ``precision``.
+    """The kernel source of ``run`` (a prepared ``sgsim.driver.Run``) in ``precision``.
 
     Parameters
     ----------
-    run : sgsim.sampling.Run
+    run : sgsim.driver.Run
         What ``sgsim.sampling.prepare`` returned: target, method, options, storage, noise basis.
     precision : {"float32", "float64"}
     device : bool

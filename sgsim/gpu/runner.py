@@ -1,8 +1,8 @@
 """The block loop of the many-chain path: a prepared run, its buffers, one kernel launch per block.
 
-:func:`execute` is the GPU path's counterpart of ``sgsim.sampling._execute``: it takes the same
-``sgsim.sampling.Run``, the same host buffers and the same storage index
-(``sgsim.sampling._Keeper``), so that the schedule, the noise factors, what is kept and in
+:func:`execute` is the GPU path's counterpart of ``sgsim.driver._execute``: it takes the same
+``sgsim.driver.Run``, the same host buffers and the same storage index
+(``sgsim.driver._Keeper``), so that the schedule, the noise factors, what is kept and in
 which slot, and the result's layout are computed by the code the CPU path uses. Only the
 chains' arithmetic runs elsewhere: the state is copied to the executor once, each block's
 shared per-step arrays are sent (a few values per step), and the kernel advances every
@@ -74,7 +74,7 @@ def device_bytes(run, n_chains: int, precision: str) -> int:
 
     Parameters
     ----------
-    run : sgsim.sampling.Run
+    run : sgsim.driver.Run
         A prepared run (``sgsim.sampling.prepare``): its target's dimension, its algorithm's
         state rows, its storage mode and number of kept draws.
     n_chains : int
@@ -129,7 +129,7 @@ def check_device_memory(run, n_chains: int, precision: str, ex) -> None:
 def execute(run, buf, keeper, seed: int, precision: str, ex, progress=None) -> str:
     """Advance every chain of ``buf`` over ``run``'s schedule with executor ``ex``; return the device's name.
 
-    ``buf`` is the host's ``sgsim.sampling._Buffers`` (state ``(R, n_state, d)`` in float64),
+    ``buf`` is the host's ``sgsim.driver._Buffers`` (state ``(R, n_state, d)`` in float64),
     updated in place as the CPU path would update it.
     """
     source = kernels.render(run, precision, device=ex.device)

@@ -1,0 +1,644 @@
+"""The run driver: replicas, blocks, threads and storage for a prepared run (CPU and GPU).
+
+:func:`prepare` turns :func:`sgsim.sample`'s arguments into a :class:`Run`, the one record of
+what a run does, before any replica exists. :func:`execute` advances every replica of a run
+over its schedule, on the CPU (the compiled loops of :mod:`sgsim.integrators`, on a pool of
+threads) or on the GPU path (:mod:`sgsim.gpu`), side by side behind the same record, the same
+host buffers and the same storage index. :func:`sgsim.sample` (the public call: arguments,
+validation, the result) is built on it.
+
+Replicas
+--------
+A run advances ``n_chains`` replicas. For an algorithm with independent chains (SGLD,
+SGHMC) a replica is one chain; for an interacting one (SVGD) it is an ensemble of
+``n_particles`` particles that step together. Every replica draws from its own streams
+(``sgsim.rng``: ``(seed, chain)`` for a chain, ``(seed, replica, particle)`` for a
+particle), so its bits do not depend on how many replicas run, nor on how many threads.
+
+How a run is executed
+---------------------
+The steps are processed in blocks (``_BLOCK_STEPS``): for each block the schedule's
+values, the noise's per-step factors and the storage index are computed once in NumPy,
+shared by every replica, so that memory follows the block and what is kept, never the
+number of steps. Within a block the replicas are split into contiguous chunks, and each
+chunk is advanced by one call of the algorithm's compiled loop (several chains per call, no
+per-chain Python work) on a pool of threads (the loops release the GIL). Large ensembles
+instead run one at a time with the particle loops of each step on numba's threads.
+Blocking and chunking never change a bit of the result.
+
+Storage
+-------
+``storage="draws"`` keeps every collected draw after ``burn_in`` (every ``thin``-th);
+``"final"`` keeps only the final state; ``"moments"`` keeps, per chain (and particle), the
+running mean and covariance of the draws that ``"draws"`` would keep (Welford's update), so
+that 10^5-10^6 chains fit in memory and in a small file.
+
+Every result records its :class:`~sgsim.spec.RunSpec`; :func:`sgsim.replay` reruns it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from . import rng as _rng
+from . import targets as _targets
+from ._validate import ParameterError, ParameterTypeError, boolean, integer, positive_float
+from .integrators import INTERACTING, get_method
+from .integrators._base import Method, unknown_options
+from .integrators._kernel_cache import cached_chain_loop, cached_ensemble_loop
+from .integrators._loop import MOMENTS, NOTHING, chain_loop, ensemble_loop, stay
+from .integrators._noise import NoiseBasis, noise_basis, noise_factors
+from .results import STORAGE_MODES
+from .schedules import Schedule, ScheduleBlock
+
+__all__ = ["Run", "prepare", "execute", "run_chain", "advance_probes", "PARALLEL_PARTICLES"]
+
+_BLOCK_STEPS = 10_000
+#: ensembles of at least this many particles run their particle loops on numba's threads
+PARALLEL_PARTICLES = 128
+
+
+@dataclass
+class Run:
+    """Everything :func:`sgsim.sample` prepared for one run, before any replica exists.
+
+    Attributes
+    ----------
+    target : Target
+    method : Method
+    schedule : Schedule
+    options : dict
+        The algorithm's validated options, with ``noise_correction`` (and ``n_particles``
+        for interacting methods).
+    burn_in, thin : int
+    storage : str
+    n_draws : int
+        Draws kept per chain (1 for ``"final"``; those averaged for ``"moments"``).
+    n_particles : int or None
+    basis : NoiseBasis
+        The eigenbasis in which the noise is drawn.
+    divergence_bound : float or None
+        A replica whose ``max_i |theta_i|`` exceeds it has diverged (None: only non-finite
+        states count).
+    """
+
+    target: _targets.Target
+    method: Method
+    schedule: Schedule
+    options: dict
+    burn_in: int
+    thin: int
+    storage: str
+    n_draws: int
+    n_particles: int | None
+    basis: NoiseBasis
+    divergence_bound: float | None = None
+
+    @property
+    def interacting(self) -> bool:
+        """Whether a replica is an ensemble of interacting particles."""
+        return self.method.algorithm.coupling == INTERACTING
+
+    def kernel_bound(self, precision: str = "float64") -> float:
+        """The bound a compiled loop compares each ``|theta_i|`` with, in ``precision``.
+
+        The divergence bound, or the largest float of ``precision`` when there is none (or
+        the bound overflows it), so that the one comparison also fails for NaN and inf.
+        """
+        big = float(np.finfo(precision).max)
+        return big if self.divergence_bound is None else min(float(self.divergence_bound), big)
+
+    @property
+    def member_shape(self) -> tuple[int, ...]:
+        """Shape of one state array of one replica: ``(d,)`` or ``(L, d)``."""
+        d = self.target.dim
+        return (self.n_particles, d) if self.n_particles else (d,)
+
+    def noise(self, block: ScheduleBlock) -> tuple:
+        """The block's noise factors ``(sd, basis.T, rotate, any_noise)`` for the compiled loop, and
+        for ensembles the per-step temperature too (their steps may scale more than the noise by it).
+        """
+        alg = self.method.algorithm
+        nb = block.step_size.shape[0]
+        d = self.target.dim
+        sd, noisy = noise_factors(alg.noise(block, self.target, self.options), self.basis, nb, d)
+        if self.interacting:
+            return (sd, self.basis.rows, self.basis.rotate, noisy, np.ascontiguousarray(block.temperature))
+        return (sd, self.basis.rows, self.basis.rotate, noisy)
+
+
+def _check_storage(storage) -> str:
+    if storage not in STORAGE_MODES:
+        raise ParameterError("storage", f"storage must be one of {STORAGE_MODES}, got {storage!r}")
+    return str(storage)
+
+
+def prepare(
+    target,
+    method,
+    n_steps=None,
+    *,
+    schedule=None,
+    burn_in=0,
+    thin=1,
+    noise_correction=False,
+    storage="draws",
+    n_particles=None,
+    divergence_bound="auto",
+    **options,
+) -> tuple[Run, np.ndarray]:
+    """Validate a run's configuration; return the :class:`Run` and the kept steps (0-based).
+
+    Nothing per step is materialised: the kept steps are returned for ``storage="draws"``
+    (``[n_steps - 1]`` for ``"final"``, empty for ``"moments"``, whose count is
+    ``run.n_draws``).
+    """
+    target = _resolve_target(target)
+    method = get_method(method)
+    alg = method.algorithm
+    burn_in = integer("burn_in", burn_in, low=0)
+    thin = integer("thin", thin, low=1)
+    storage = _check_storage(storage)
+    noise_correction = boolean("noise_correction", noise_correction)
+    if isinstance(divergence_bound, str) and divergence_bound == "auto":
+        divergence_bound = target.divergence_bound()
+    elif divergence_bound is not None:
+        if isinstance(divergence_bound, str):
+            raise ParameterTypeError(
+                "divergence_bound", f"divergence_bound must be 'auto', None or a number > 0, got {divergence_bound!r}"
+            )
+        divergence_bound = positive_float("divergence_bound", divergence_bound)
+    # an option both the schedule and the dynamics take (IASG's window) goes to both; with an
+    # explicit schedule, to the dynamics only
+    shared = set(method.schedule_options) & set(alg.options)
+    sched_kw = {k: options.pop(k) for k in list(options) if k in method.schedule_options}
+    dyn_kw = {k: options.pop(k) for k in list(options) if k in alg.options}
+    dyn_kw.update({k: v for k, v in sched_kw.items() if k in shared})
+    if schedule is not None:
+        sched_kw = {k: v for k, v in sched_kw.items() if k not in shared}
+    if options:
+        unknown_options(method, options)
+    if alg.coupling == INTERACTING:
+        if n_particles is None:
+            raise ParameterTypeError("n_particles", f"method {method.name!r} moves ensembles: n_particles is required")
+        n_particles = integer("n_particles", n_particles, low=2)
+    elif n_particles is not None:
+        raise ParameterTypeError("n_particles", f"method {method.name!r} runs independent chains: no n_particles")
+    if schedule is not None:
+        if not isinstance(schedule, Schedule):
+            raise ParameterTypeError(
+                "schedule", f"schedule must be a sgsim.schedules.Schedule, got {type(schedule).__name__}"
+            )
+        if sched_kw:
+            raise ParameterTypeError(sorted(sched_kw)[0], f"give either schedule or {sorted(sched_kw)}, not both")
+        if n_steps is not None and n_steps != schedule.n_steps:
+            raise ParameterError(
+                "n_steps", f"n_steps ({n_steps}) differs from the schedule's length ({schedule.n_steps})"
+            )
+    else:
+        if n_steps is None:
+            raise ParameterTypeError("n_steps", "n_steps is required when no schedule is given")
+        if "step_size" not in sched_kw:
+            raise ParameterTypeError("step_size", f"method {method.name!r} needs step_size (or an explicit schedule)")
+        schedule = method.schedule(n_steps, **sched_kw)
+    common = {"noise_correction": noise_correction}
+    if n_particles is not None:
+        common["n_particles"] = n_particles
+    opts = alg.validate(dyn_kw, target, **common)
+    if burn_in >= schedule.n_steps:
+        raise ParameterError("burn_in", f"burn_in must be < n_steps ({schedule.n_steps}), got {burn_in}")
+    first = schedule.block(0, min(schedule.n_steps, _BLOCK_STEPS))
+    basis = noise_basis(alg.noise(first, target, opts), target.dim)
+    # the noise is checked (finite, positive semidefinite) before any work is done: on every
+    # step with the correction or a schedule given as arrays, else on the first block, where
+    # the formula schedules take their largest steps
+    every_step = noise_correction or not schedule.is_formula
+    largest = 0.0
+    for k0 in range(0, schedule.n_steps if every_step else 1, _BLOCK_STEPS):
+        block = schedule.block(k0, min(schedule.n_steps, k0 + _BLOCK_STEPS))
+        noise_factors(alg.noise(block, target, opts), basis, block.step_size.shape[0], target.dim)
+        largest = max(largest, float(np.max(block.step_size)))
+    if alg.stability is not None:
+        alg.stability(largest, target, opts)
+    if storage == "draws":
+        steps = schedule.kept_steps(burn_in, thin)
+        n_draws = int(steps.size)
+    else:
+        n_draws = _count_kept(schedule, burn_in, thin)
+        steps = np.array([schedule.n_steps - 1]) if storage == "final" else np.zeros(0, np.int64)
+    if n_draws == 0:
+        raise ParameterError("burn_in", "no draw would be kept: check burn_in, thin and the schedule's sampling stages")
+    if storage == "final":
+        n_draws = 1
+    run = Run(target, method, schedule, opts, burn_in, thin, storage, n_draws, n_particles, basis, divergence_bound)
+    return run, steps
+
+
+def _count_kept(schedule: Schedule, burn_in: int, thin: int) -> int:
+    seen = 0
+    for k0 in range(burn_in, schedule.n_steps, 1 << 16):
+        seen += int(np.count_nonzero(schedule.block(k0, min(schedule.n_steps, k0 + (1 << 16))).collect))
+    return -(-seen // thin)
+
+
+def _resolve_target(target):
+    if isinstance(target, str):
+        return _targets.get(target)
+    if not isinstance(target, _targets.Target):
+        raise ParameterTypeError(
+            "target",
+            f"target must be a sgsim Target or the name of one ({', '.join(sorted(_targets.TARGETS))}), "
+            f"got {type(target).__name__}",
+        )
+    return target
+
+
+# ----------------------------------------------------------------------------- storage index
+
+
+class _Keeper:
+    """Decides, block by block, which steps are kept (and in which slot); fills the per-draw stats."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.seen = 0  # collected steps at or after burn_in so far
+        self.slot = 0  # next draw slot
+        n = 0 if run.storage == "moments" else run.n_draws
+        self.stats: dict[str, np.ndarray] = {
+            "step_size": np.empty(n),
+            "temperature": np.empty(n),
+            "stage": np.empty(n, np.int8),
+            "cycle": np.empty(n, np.int32),
+            "step": np.empty(n, np.int64),
+        }
+        self.kept_steps = np.empty(n, np.int64)
+
+    def store(self, block: ScheduleBlock) -> np.ndarray:
+        run = self.run
+        k0, nb = block.k0, block.step_size.shape[0]
+        store = np.full(nb, NOTHING, np.int64)
+        if run.storage == "final":
+            if block.k1 == run.schedule.n_steps:
+                self._record(block, np.array([nb - 1]), 0)
+            return store
+        mask = block.collect.copy()
+        if run.burn_in > k0:
+            mask[: run.burn_in - k0] = False
+        idx = np.flatnonzero(mask)
+        take = idx[(self.seen + np.arange(idx.size)) % run.thin == 0]
+        self.seen += idx.size
+        if run.storage == "moments":
+            store[take] = MOMENTS
+            return store
+        slots = self.slot + np.arange(take.size)
+        store[take] = slots
+        self._record(block, take, self.slot)
+        self.slot += take.size
+        return store
+
+    def _record(self, block: ScheduleBlock, idx: np.ndarray, first: int) -> None:
+        sl = slice(first, first + idx.size)
+        for name in ("step_size", "temperature", "stage", "cycle"):
+            self.stats[name][sl] = getattr(block, name)[idx]
+        self.stats["step"][sl] = block.k0 + idx + 1
+        self.kept_steps[sl] = block.k0 + idx
+
+
+# ----------------------------------------------------------------------------- execution
+
+
+@dataclass
+class _Buffers:
+    state: np.ndarray  # (R, n_state) + member shape
+    rngs: np.ndarray  # (R, STATE_WORDS) or (R, L, STATE_WORDS)
+    works: np.ndarray  # (R, w) or (R, L, w)
+    failed: np.ndarray  # (R,) 0-based failing step, -1 if none
+    out: np.ndarray  # (R, n_draws) + member shape, or empty
+    count: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+    stats_out: np.ndarray  # (R, n_draws, n_stats) for ensembles
+    stats_now: np.ndarray  # (R, n_stats): each ensemble's statistics as they stand, kept across blocks
+
+
+_POOL: list = [None, 0]  # the executor and its size
+_POOL_LOCK = threading.Lock()
+# Forks. sgsim starts no process; it runs in processes others start. A forked child inherits
+# no threads, but it does inherit locks a thread held at the fork and the OpenMP runtime of
+# numba's "omp" layer, whose GNU implementation aborts the first parallel region of a child
+# forked after the parent ran one ("fork() called from a process already using GNU OpenMP").
+# So a child starts with a new pool and lock, and runs ensembles serially (same bits) when
+# the parent had run them in parallel on that layer.
+_FORK = {"openmp_used": False, "forked_after_openmp": False}
+
+
+def _after_fork_in_child() -> None:
+    global _POOL_LOCK
+    _POOL_LOCK = threading.Lock()
+    _POOL[:] = [None, 0]
+    _FORK["forked_after_openmp"] = _FORK["openmp_used"]
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _openmp_layer() -> bool:
+    try:
+        return numba.threading_layer() == "omp"
+    except ValueError:  # no parallel region has run yet
+        return False
+
+
+def _parallel_allowed() -> bool:
+    """False, with a warning, in a process forked after its parent ran OpenMP parallel regions."""
+    if not _FORK["forked_after_openmp"]:
+        return True
+    warnings.warn(
+        "this process was forked from one that had run OpenMP threads, which cannot run again in a "
+        "forked child: the ensemble runs on one thread (the result is the same). Start worker "
+        "processes with the 'spawn' or 'forkserver' method to run ensembles in parallel.",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+    return False
+
+
+def _thread_pool(n: int) -> ThreadPoolExecutor:
+    """A pool of at least ``n`` threads, kept between runs (a process's own: made anew after a fork)."""
+    with _POOL_LOCK:
+        pool, size = _POOL
+        if pool is None or size < n:
+            if pool is not None:
+                pool.shutdown(wait=False)
+            _POOL[:] = [ThreadPoolExecutor(max_workers=n, thread_name_prefix="sgsim"), n]
+        return _POOL[0]
+
+
+def _max_numba_threads() -> int:
+    return int(getattr(numba.config, "NUMBA_NUM_THREADS", 1))
+
+
+@contextmanager
+def _blas_threads(serial: bool):
+    """Hold BLAS (every loaded BLAS library) to one thread for the block, when ``serial``."""
+    if not serial:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+@contextmanager
+def _numba_threads(n: int):
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(n, _max_numba_threads())))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress, injected=None, k_range=None):
+    """Advance every replica over the schedule (or ``k_range``) in place.
+
+    ``injected`` (shape ``(n_rep, k1 - k0) + member``, its first step that of ``k_range``)
+    replaces the streams' standard normals.
+    """
+    target, alg = run.target, run.method.algorithm
+    n_rep = buf.state.shape[0]
+    k_start, k_stop = (0, run.schedule.n_steps) if k_range is None else k_range
+    d = target.dim
+    cached = None
+    if run.interacting:
+        parallel = (run.n_particles or 0) >= PARALLEL_PARTICLES and n_threads > 1 and alg.parallel_step is not None
+        parallel = parallel and _parallel_allowed()
+        step = alg.parallel_step if parallel else alg.step
+        cached = cached_ensemble_loop(step, target.grad_u, target.stochastic_grad_u)
+        loop = ensemble_loop(step) if cached is None else cached
+        workers = 1 if parallel else min(n_threads, n_rep)
+    else:
+        parallel = False
+        move, update = alg.step if isinstance(alg.step, tuple) else (None, alg.step)
+        # from numba's disk cache where the gradient can be compiled in (a second process then
+        # starts sampling at once), else compiled in memory with the gradient as an argument
+        kept_row = alg.kept_row
+        cached = cached_chain_loop(move or stay, update, target.grad_u, target.stochastic_grad_u, kept_row)
+        loop = chain_loop(move, update, kept_row) if cached is None else cached
+        workers = min(n_threads, n_rep)
+    # several chunks per thread balance uneven chains; a handful of chains gets one chunk per thread
+    gradients = (target.grad_u, target.stochastic_grad_u) if cached is None else (None, None)
+    n_chunks = 1 if workers == 1 else (workers if n_rep <= 4 * workers else 4 * workers)
+    bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
+    chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+    consts = alg.constants_for(run.options)
+    pair_shape = tuple(int(v) for v in alg.pair_shape(run.n_particles or 1, run.options)) if run.interacting else (0, 0)
+    bound = run.kernel_bound()
+    per_replica = run.n_particles if run.interacting else 1
+    no_inj = np.zeros((n_rep, 0) + run.member_shape)
+    pool = _thread_pool(workers) if workers > 1 else None
+    # a few replicas get longer blocks, so that the per-block work dwarfs the per-block overhead:
+    # on threads much longer, for each block ends in a barrier that costs every thread a wake-up
+    # (on a machine of few cores, as long as the block itself); the per-step arrays of a block
+    # stay below some MB whatever d
+    scale = 1 if n_rep >= 64 else (16 if pool is not None else 4)
+    block_steps = max(1, min(scale * _BLOCK_STEPS, (1 << 22) // max(1, d)))
+    starts = list(range(k_start, k_stop, block_steps))
+    ends = [*starts[1:], k_stop]
+
+    def inputs(i):
+        # the block's per-step values, shared by every replica
+        k0, k1 = starts[i], ends[i]
+        block = run.schedule.block(k0, k1)
+        inj = no_inj if injected is None else injected[:, k0 - k_start : k1 - k_start]
+        return k0, k1, np.ascontiguousarray(block.step_size), run.noise(block), keeper.store(block), inj
+
+    def advance(c0, c1, k0, alpha, noise, store, inj, started=None):
+        # running moments are kept per chain, or per particle of each ensemble
+        m0, m1 = c0 * per_replica, c1 * per_replica
+        args = (
+            buf.state[c0:c1], buf.rngs[c0:c1], buf.works[c0:c1], buf.failed[c0:c1],
+            *gradients, target.params, alpha, consts, noise, k0, bound, store,
+            buf.out[c0:c1], buf.count[m0:m1], buf.mean[m0:m1], buf.m2[m0:m1], inj[c0:c1],
+        )  # fmt: skip
+        if started is not None:
+            started.release()
+        if run.interacting:
+            loop(*args, buf.stats_out[c0:c1], buf.stats_now[c0:c1], pair_shape)
+        else:
+            loop(*args)
+
+    futures: list = []
+    try:
+        with _numba_threads(n_threads if parallel else numba.get_num_threads()), _blas_threads(alg.serial_blas):
+            ahead = inputs(0) if starts else None
+            for i in range(len(starts)):
+                assert ahead is not None
+                k0, k1, alpha, noise, store, inj = ahead
+                if pool is None:
+                    for c0, c1 in chunks:
+                        advance(c0, c1, k0, alpha, noise, store, inj)
+                    ahead = inputs(i + 1) if i + 1 < len(starts) else None
+                else:
+                    started = threading.Semaphore(0)
+                    futures = [pool.submit(advance, c0, c1, k0, alpha, noise, store, inj, started) for c0, c1 in chunks]
+                    # the next block is prepared while the threads run this one, once they have
+                    # started it: a worker that wants the GIL back from this thread's NumPy work
+                    # would otherwise wait for the interpreter's switch interval (5 ms)
+                    for _ in range(min(len(chunks), workers)):
+                        started.acquire()
+                    ahead = inputs(i + 1) if i + 1 < len(starts) else None
+                    for future in futures:
+                        future.result()
+                    futures = []
+                if progress is not None:
+                    progress.update((k1 - k0) * n_rep)
+    finally:
+        if parallel:
+            _FORK["openmp_used"] = _FORK["openmp_used"] or _openmp_layer()
+        # on an error or an interrupt: the chunks not started are dropped, those running finish
+        for future in futures:
+            future.cancel()
+        wait(futures)
+
+
+def execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress, backend="cpu", executor=None,
+            seed=None, precision="float64"):  # fmt: skip
+    """Advance every replica of ``run`` over its schedule in place, on the CPU or on the GPU path.
+
+    The two drivers take the same run record, host buffers (``_allocate``) and storage index
+    (``_Keeper``): ``backend="cpu"`` runs the compiled loops on ``n_threads`` threads;
+    ``"gpu"`` and ``"gpu-host"`` hand the run to ``sgsim.gpu.runner.execute`` with
+    ``executor``, ``seed`` and ``precision``, and return the device's name (None on the CPU).
+    """
+    if backend == "cpu":
+        _execute(run, buf, keeper, n_threads, progress)
+        return None
+    from .gpu import runner
+
+    return runner.execute(run, buf, keeper, seed, precision, executor, progress)
+
+
+def _check_memory(run: Run, n_chains: int, n_threads: int) -> None:
+    """Refuse, before any work, kept draws or ensemble buffers that would not fit in memory."""
+    try:
+        total = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # not a POSIX system: let NumPy say it
+        return
+    if run.interacting:
+        rows, cols = run.method.algorithm.pair_shape(run.n_particles or 1, run.options)
+        # each thread's loop holds the pair buffer and a work buffer of its size
+        pairs = 16.0 * rows * cols * min(n_threads, n_chains)
+        if pairs > 0.8 * total:
+            raise ParameterError(
+                "n_particles",
+                f"{run.n_particles:,} particles need {pairs / 2**30:,.1f} GiB of pair terms per step, and this machine "
+                f"has {total / 2**30:,.1f} GiB: use fewer particles, or a method whose cost grows like L "
+                "(sgld_repulsive_rb)",
+            )
+    if run.storage != "draws":
+        return
+    need = 8.0 * n_chains * run.n_draws * float(np.prod(run.member_shape))
+    if need > 0.8 * total:
+        raise ParameterError(
+            "thin",
+            f"keeping {n_chains} x {run.n_draws:,} draws would need {need / 2**30:,.1f} GiB, and this machine has "
+            f"{total / 2**30:,.1f} GiB: keep fewer (thin, burn_in), or use storage='final' or 'moments'",
+        )
+
+
+def _allocate(run: Run, n_rep: int, state0: list[np.ndarray], rngs: np.ndarray) -> _Buffers:
+    member = run.member_shape
+    alg = run.method.algorithm
+    state = np.stack([np.asarray(s, np.float64) for s in state0], axis=1)
+    state = np.ascontiguousarray(state)
+    w = run.target.workspace
+    lead = (n_rep, run.n_particles or 1) if run.interacting else (n_rep,)
+    works = np.empty(lead + w.shape, np.int64)
+    works[...] = w
+    d = run.target.dim
+    draws = run.n_draws if run.storage == "draws" else 0
+    out = np.empty((n_rep, draws) + member)
+    n_mom = n_rep * (run.n_particles or 1) if run.storage == "moments" else 0
+    count = np.zeros(n_mom, np.int64)
+    mean = np.zeros((n_mom, d))
+    m2 = np.zeros((n_mom, d, d))
+    stats_out = np.zeros((n_rep, draws, len(alg.stats)))
+    stats_now = np.zeros((n_rep, len(alg.stats)))
+    return _Buffers(state, rngs, works, np.full(n_rep, -1, np.int64), out, count, mean, m2, stats_out, stats_now)
+
+
+def run_chain(run: Run, state, gen, out, k0=0, k1=None, injected=None, work=None) -> int:
+    """Advance one independent chain in place over steps ``[k0, k1)``; return the failing step or -1.
+
+    A thin layer over the compiled loop, for tests and for callers that drive one chain
+    themselves. ``state`` is a tuple of the chain's state arrays (``(theta,)`` or ``(theta,
+    velocity)``), updated in place; ``gen`` a PCG64 :class:`numpy.random.Generator`, advanced
+    exactly as the chain's stream would be; ``out`` the ``(n_draws, d)`` array of kept draws
+    (draw slots as in a whole run). ``injected`` (shape ``(n_steps, d)``) replaces the stream's
+    standard normals; ``gen`` may then be None unless the target's gradient is stochastic (it
+    draws its minibatches from the stream). ``work`` is the chain's copy of
+    ``target.workspace``, updated in place (a fresh copy if omitted).
+    """
+    if run.interacting:
+        raise ParameterTypeError("run", "run_chain runs independent chains only")
+    k1 = run.schedule.n_steps if k1 is None else k1
+    tgt = run.target
+    work = tgt.new_workspace() if work is None else tgt.check_workspace(work)
+    if gen is None and tgt.stochastic_grad_u is not None:
+        raise ParameterTypeError(
+            "gen", f"target {tgt.name!r} draws minibatches from the chain's generator: gen must be given"
+        )
+    d = tgt.dim
+    inj = None
+    if injected is not None:
+        injected = np.ascontiguousarray(injected, dtype=np.float64)
+        if injected.shape != (run.schedule.n_steps, d):
+            raise ParameterError("injected", f"injected must have shape ({run.schedule.n_steps}, {d})")
+        inj = injected[None]
+    st = _rng.state_of(gen) if gen is not None else np.zeros(_rng.STATE_WORDS, np.uint64)
+    buf = _allocate(run, 1, [np.asarray(s)[None] for s in state], st[None].copy())
+    buf.works[0] = work
+    if run.storage == "draws":
+        buf.out = np.asarray(out)[None] if out is not None else buf.out
+    keeper = _Keeper(run)
+    # the storage slots of a partial range are those of a whole run
+    if k0 > 0:
+        keeper_k = 0
+        while keeper_k < k0:
+            kb = min(k0, keeper_k + _BLOCK_STEPS)
+            keeper.store(run.schedule.block(keeper_k, kb))
+            keeper_k = kb
+    _execute(run, buf, keeper, 1, None, None if inj is None else inj[:, k0:k1], (int(k0), int(k1)))
+    for i, s in enumerate(state):
+        s[...] = buf.state[0, i]
+    work[...] = buf.works[0]
+    if gen is not None:
+        _rng.set_state(gen, buf.rngs[0])
+    return int(buf.failed[0])
+
+
+def advance_probes(run: Run, state: np.ndarray, injected: np.ndarray, k: int) -> np.ndarray:
+    """Step ``k`` (0-based) of the compiled loop, from each of the given states, with the given normals.
+
+    For reading a step's map off its code (:func:`sgsim.algorithms.affine_steps`): ``state``
+    has shape ``(n_probes, n_state, d)``, ``injected`` ``(n_probes, d)`` standard normals used in
+    place of the streams'; returns the states after the step (a probe that diverged holds NaN).
+    Independent chains on a target with an exact gradient only.
+    """
+    n_probes = state.shape[0]
+    st = np.zeros((n_probes, _rng.STATE_WORDS), np.uint64)
+    buf = _allocate(run, n_probes, [state[:, i] for i in range(state.shape[1])], st)
+    _execute(run, buf, _Keeper(run), 1, None, np.ascontiguousarray(injected[:, None]), (int(k), int(k) + 1))
+    out = buf.state.copy()
+    out[buf.failed >= 0] = np.nan
+    return out
