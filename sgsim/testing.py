@@ -15,6 +15,13 @@ r"""The conformance kit: everything that can be checked of a registered sampler,
     the law of the whole state after ``n_steps`` steps of :func:`sgsim.sample` (many chains,
     from a fixed point) against that exact law, mean and covariance, with both error rates
     controlled (:func:`sample_size`, :func:`gaussian_test`);
+``oracle``
+    the compiled step equals the record's NumPy ``oracle`` (or one given to the kit), step
+    for step to 1e-12, given the same normals; skipped when there is none;
+``gpu_host``
+    where the GPU path has a kernel for the method, its host build (``backend="gpu-host"``, the
+    same C text the GPU compiles) against the same exact law as ``monte_carlo``; skipped
+    without a C++ compiler or a kernel;
 ``threads``, ``replicas``
     the same bits with 1 or 2 threads, and for the first chains of runs of 3 and 5 chains;
 ``storage``
@@ -63,7 +70,7 @@ __all__ = [
 ]
 
 #: the kit's checks, in the order they run
-CHECKS = ("exact_law", "consistency", "monte_carlo", "threads", "replicas", "storage", "replay")
+CHECKS = ("exact_law", "consistency", "monte_carlo", "oracle", "gpu_host", "threads", "replicas", "storage", "replay")
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
 
@@ -229,6 +236,7 @@ def check_sampler(
     n_steps: int | None = None,
     checks=CHECKS,
     law_of=None,
+    oracle=None,
     false_fail: float = 1e-6,
     min_error: float = 0.1,
     miss: float = 1e-3,
@@ -251,6 +259,8 @@ def check_sampler(
     law_of : str or Method, optional
         Take the exact law from this method instead (a negative control: simulate one sampler,
         compare with another's law).
+    oracle : callable, optional
+        A NumPy version of the step (see ``Algorithm.oracle``), used instead of the record's.
     false_fail, min_error, miss : float
         The Monte Carlo check's error rates (:func:`sample_size`): its chance of failing a
         correct sampler, and the relative variance error it detects with probability ``1 - miss``.
@@ -308,13 +318,15 @@ def check_sampler(
         if law is None:
             add(CheckResult("monte_carlo", SKIPPED, why_no_law))
         else:
-            mean, cov = law.mean[-1], law.cov[-1]
-            live = int(np.count_nonzero(np.diag(cov) > 1e-12 * max(1.0, float(np.abs(cov).max()))))
-            n_chains = sample_size(live + live * (live + 1) // 2, false_fail, min_error, miss)
-            r = _run(method, target, n_steps, n_chains=n_chains, seed=seed, storage="final", init=x0, **opts)
-            ok, what = gaussian_test(_final_state(r, alg.state), mean, cov, false_fail)
+            ok, what = _against_law(method, target, n_steps, opts, law, x0, seed, (false_fail, min_error, miss))
             source = "its own" if law_of is None else f"{get_method(law_of).name!r}'s"
             add(CheckResult("monte_carlo", PASSED if ok else FAILED, f"final state against {source} exact law: {what}"))
+
+    if "oracle" in checks:
+        add(_oracle(method, target, n_steps, opts, oracle or alg.oracle, x0, seed))
+
+    if "gpu_host" in checks:
+        add(_gpu_host(method, target, n_steps, opts, law, why_no_law, x0, seed, (false_fail, min_error, miss)))
 
     small = dict(n_chains=3, seed=seed, **extra, **opts)
     if "threads" in checks:
@@ -336,6 +348,67 @@ def check_sampler(
     if "replay" in checks:
         add(_replay(method, target, n_steps, small))
     return report
+
+
+def _oracle(method: Method, target, n_steps: int, opts: dict, oracle, x0, seed: int) -> CheckResult:
+    from .driver import prepare, run_chain
+
+    if oracle is None:
+        return CheckResult("oracle", SKIPPED, "the record declares no NumPy oracle")
+    if method.algorithm.coupling == INTERACTING:
+        return CheckResult("oracle", SKIPPED, "oracles are compared for independent chains only")
+    run, _ = prepare(target, method, n_steps, storage="final", divergence_bound=None, **opts)
+    if target.stochastic_grad_u is not None:
+        return CheckResult("oracle", SKIPPED, f"target {target.name!r} draws minibatches: no injected gradient")
+    d = target.dim
+    xi = np.random.default_rng(seed).standard_normal((n_steps, d))
+    state0 = [np.asarray(s, float)[0] for s in method.algorithm.initial_state(x0[None], {}, run.options)]
+    state = tuple(s.copy() for s in state0)
+    if run_chain(run, state, None, None, injected=xi) != -1:
+        return CheckResult("oracle", FAILED, "the compiled chain diverged on the kit's target")
+    block = run.schedule.block(0, n_steps)
+    sd, rows, rotate, noisy = run.noise(block)
+    x = np.stack(state0)
+    for k in range(n_steps):
+        z = None
+        if noisy[k]:
+            e = sd[k] * xi[k]
+            z = rows.T @ e if rotate else e
+        x = np.asarray(oracle(x.copy(), target.gradient, z, float(block.step_size[k]), k, run.options), float)
+    compiled = np.stack(state)
+    err = float(np.abs(compiled - x).max() / max(1.0, float(np.abs(x).max())))
+    ok = err <= 1e-12
+    what = f"{n_steps} steps from the same normals: largest difference {err:.2g} of the state's scale (tolerance 1e-12)"
+    return CheckResult("oracle", PASSED if ok else FAILED, what)
+
+
+def _against_law(method, target, n_steps, opts, law, x0, seed, rates, backend="cpu") -> tuple[bool, str]:
+    """Final states of many chains from ``x0`` against the law's last step (:func:`gaussian_test`)."""
+    false_fail, min_error, miss = rates
+    mean, cov = law.mean[-1], law.cov[-1]
+    live = int(np.count_nonzero(np.diag(cov) > 1e-12 * max(1.0, float(np.abs(cov).max()))))
+    n_chains = sample_size(live + live * (live + 1) // 2, false_fail, min_error, miss)
+    kw = dict(n_chains=n_chains, seed=seed, storage="final", init=x0, backend=backend)
+    r = _run(method, target, n_steps, **kw, **opts)
+    return gaussian_test(_final_state(r, method.algorithm.state), mean, cov, false_fail)
+
+
+def _gpu_host(method, target, n_steps, opts, law, why_no_law, x0, seed, rates) -> CheckResult:
+    from .driver import prepare
+    from .gpu.host import compiler
+    from .gpu.kernels import supported
+
+    if law is None:
+        return CheckResult("gpu_host", SKIPPED, why_no_law)
+    if method.algorithm.coupling == INTERACTING:
+        return CheckResult("gpu_host", SKIPPED, "the GPU path runs independent chains")
+    why = supported(prepare(target, method, n_steps, storage="final", **opts)[0])
+    if why is not None:
+        return CheckResult("gpu_host", SKIPPED, why)
+    if compiler() is None:
+        return CheckResult("gpu_host", SKIPPED, "no C++ compiler for the GPU kernel's host build")
+    ok, what = _against_law(method, target, n_steps, opts, law, x0, seed, rates, backend="gpu-host")
+    return CheckResult("gpu_host", PASSED if ok else FAILED, f"the GPU kernel's host build, against the law: {what}")
 
 
 def _consistency(method: Method, target, opts: dict, maps, why_no_law: str) -> CheckResult:

@@ -7,6 +7,7 @@ exact laws read off the compiled steps must equal the hand-written ones of sgsim
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import user_samplers  # noqa: F401  (registers psgld_diag, a sampler of one's own)
+import user_samplers  # registers psgld_diag, a sampler of one's own
 
 import sgsim
 from sgsim import schedules, theory
@@ -50,9 +51,16 @@ def test_the_kit_passes_every_registered_method(name):
         assert report.status("monte_carlo") == "passed", str(report)
     if METHODS[name].algorithm.asymptotically_exact and METHODS[name].algorithm.coupling == INDEPENDENT:
         assert report.status("consistency") == "passed", str(report)
+    assert report.status("gpu_host") == ("passed" if name in GPU_METHODS else "skipped"), str(report)
 
 
 AFFINE = [n for n in REGISTERED if METHODS[n].algorithm.coupling == INDEPENDENT]
+# the methods the GPU path has a kernel for (checked through its host build, a C++ compiler given)
+GPU_METHODS = (
+    {"sgld", "csgld", "sghmc", "csghmc", "sgd", "momentum_sgd", "sgld_wt", "sgfs", "iasg"}
+    if shutil.which("g++") or shutil.which("c++")
+    else set()
+)
 
 
 @pytest.mark.parametrize("name", AFFINE)
@@ -60,10 +68,25 @@ def test_the_kit_rejects_each_sampler_with_its_noise_scale_off_by_5_percent(name
     # negative control of the two statistical checks: the noise sd x 1.05 (variance x 1.1025) is
     # detected with probability >= 0.999 by design (sample_size), here at 8-10 SE against 5.2-5.4
     with registered(noise_scaled(name, 1.05)) as wrong:
-        report = check_sampler(wrong, checks=("consistency", "monte_carlo"), law_of=name)
+        report = check_sampler(wrong, checks=("consistency", "monte_carlo", "gpu_host"), law_of=name)
     assert report.status("monte_carlo") == "failed", str(report)
+    # the GPU kernel's host build draws the same declared noise: where it runs, it is rejected too
+    assert report.status("gpu_host") in ("failed", "skipped"), str(report)
+    assert (report.status("gpu_host") == "failed") == (name in GPU_METHODS), str(report)
     if METHODS[name].algorithm.asymptotically_exact:
         assert report.status("consistency") == "failed", str(report)
+
+
+def test_the_oracle_check_compares_the_compiled_step_with_numpy_and_rejects_a_wrong_one():
+    report = check_sampler("psgld_diag", checks=("oracle",), p=[1.0, 2.0])
+    assert report.status("oracle") == "passed", str(report)
+
+    def wrong(x, grad_u, z, a, k, options):  # negative control: the noise 5% too large
+        return user_samplers.oracle(x, grad_u, None if z is None else 1.05 * z, a, k, options)
+
+    report = check_sampler("psgld_diag", checks=("oracle",), oracle=wrong, p=[1.0, 2.0])
+    assert report.status("oracle") == "failed", str(report)
+    assert check_sampler("sgld", checks=("oracle",)).status("oracle") == "skipped"
 
 
 # ----------------------------------------------------------------------------- derived laws

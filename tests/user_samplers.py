@@ -21,6 +21,12 @@ def update(x, theta, g, z, noisy, a, k, consts):
         theta[i] = theta[i] - a * consts.p[i] * g[i] + (z[i] if noisy else 0.0)
 
 
+def oracle(x, grad_u, z, a, k, options):
+    """The same step in plain NumPy, for the conformance kit."""
+    theta = x[0] - a * options["p"] * grad_u(x[0])
+    return (theta if z is None else theta + z)[None]
+
+
 def check(options, target):
     p = options["p"]
     if p.size not in (1, target.dim):
@@ -43,6 +49,7 @@ PSGLD = Algorithm(
     constants=lambda options: Constants(options["p"]),
     noise=noise,
     check=check,
+    oracle=oracle,
     asymptotically_exact=True,
 )
 METHOD = register(

@@ -126,6 +126,12 @@ class Algorithm:
     report : callable, optional
         ``report(final_stats) -> str or None``: given each statistic's final value per
         replica (a dict of arrays), a warning for the caller, or None.
+    oracle : callable, optional
+        The step in plain NumPy, ``oracle(x, grad_u, z, a, k, options) -> x_new``: the state
+        ``x`` (shape ``(n_state, d)``), the target's gradient as a function of ``theta``, the
+        step's noise ``z`` in the state's coordinates (None on a step without noise), the step
+        size, the step's index and the validated options. The conformance kit checks that the
+        compiled step equals it given the same normals. Independent chains only.
     asymptotically_exact : bool
         Its stationary law tends to ``exp(-U / T)`` as the step size goes to 0 (SGLD, SGHMC;
         not constant SGD, whose stationary law is the point of its study). The conformance kit
@@ -155,6 +161,7 @@ class Algorithm:
     serial_blas: bool = False
     stability: Callable[[float, Any, dict], None] | None = None
     report: Callable[[dict], str | None] | None = None
+    oracle: Callable[..., np.ndarray] | None = None
     asymptotically_exact: bool = False
     references: str = ""
 
