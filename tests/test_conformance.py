@@ -169,6 +169,20 @@ def test_derived_laws_of_the_constant_sgd_family_equal_the_written_ones():
     )
 
 
+def test_derived_law_of_iasg_gives_the_written_covariance_of_a_window_mean():
+    # from the stationary law of SGD, the mean of a window of T iterates has the covariance of a
+    # stationary VAR(1)'s time average ([SGDVI] §6.2): the derived law's average row at the window's end
+    lr, window = 0.5, 12
+    step = sgsim.dynamics.preconditioned_sgd_linear(A_SGD, C_SGD, np.eye(2), np.array([lr]), S)
+    f = step.f0 + lr * step.f1
+    q = sum(c[..., 0] * m for c, m in zip(step.noise.coef, step.noise.mats, strict=True))
+    p = theory.stationary_covariance(f, q)
+    law = exact_law("iasg", QUAD, window, step_size=lr, window=window, init_cov=p)
+    written = theory.time_average_cov(f, p, window)
+    assert np.abs(law.cov[-1, 2:, 2:] - written).max() <= 1e-12 * np.abs(written).max()
+    assert np.abs(law.mean[-1]).max() == 0.0
+
+
 def test_the_derived_law_of_a_users_sampler_is_its_preconditioned_langevin_law():
     # psgld_diag with p = (1, 2): theta' = (I - a diag(p) P) theta + a p b + N(0, 2 a diag(p)), no gradient noise
     p = np.array([1.0, 2.0])
