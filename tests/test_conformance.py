@@ -371,3 +371,21 @@ def test_replay_names_what_it_cannot_rebuild(tmp_path):
     with pytest.raises(ValueError) as info:
         sgsim.replay(path, allow=["not a module"])
     assert info.value.parameter == "allow"
+
+
+def test_the_readme_sampler_runs_as_printed(tmp_path, monkeypatch, capsys):
+    # the step's source must be readable, so the README says to save the code as a module
+    text = (TESTS.parent / "README.md").read_text()
+    section = text[text.index("### A sampler of your own") :]
+    start = section.index("```python") + len("```python")
+    code = section[start : section.index("```", start)]
+    (tmp_path / "readme_psgld.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        __import__("readme_psgld")
+        out = capsys.readouterr().out
+        assert "conformance of 'psgld'" in out and "failed" not in out, out
+        assert out.count("passed") >= 6
+    finally:
+        unregister("psgld")
+        sys.modules.pop("readme_psgld", None)
