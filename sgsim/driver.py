@@ -418,12 +418,13 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     n_rep = buf.state.shape[0]
     k_start, k_stop = (0, run.schedule.n_steps) if k_range is None else k_range
     d = target.dim
+    consts = alg.constants_for(run.options)
     cached = None
     if run.interacting:
         parallel = (run.n_particles or 0) >= PARALLEL_PARTICLES and n_threads > 1 and alg.parallel_step is not None
         parallel = parallel and _parallel_allowed()
         step = alg.parallel_step if parallel else alg.step
-        cached = cached_ensemble_loop(step, target.grad_u, target.stochastic_grad_u)
+        cached = cached_ensemble_loop(step, target.grad_u, target.stochastic_grad_u, type(consts))
         loop = ensemble_loop(step) if cached is None else cached
         workers = 1 if parallel else min(n_threads, n_rep)
     else:
@@ -432,7 +433,9 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         # from numba's disk cache where the gradient can be compiled in (a second process then
         # starts sampling at once), else compiled in memory with the gradient as an argument
         kept_row = alg.kept_row
-        cached = cached_chain_loop(move or stay, update, target.grad_u, target.stochastic_grad_u, kept_row)
+        cached = cached_chain_loop(
+            move or stay, update, target.grad_u, target.stochastic_grad_u, kept_row, type(consts)
+        )
         loop = chain_loop(move, update, kept_row) if cached is None else cached
         workers = min(n_threads, n_rep)
     # several chunks per thread balance uneven chains; a handful of chains gets one chunk per thread
@@ -440,7 +443,6 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     n_chunks = 1 if workers == 1 else (workers if n_rep <= 4 * workers else 4 * workers)
     bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
     chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
-    consts = alg.constants_for(run.options)
     pair_shape = tuple(int(v) for v in alg.pair_shape(run.n_particles or 1, run.options)) if run.interacting else (0, 0)
     bound = run.kernel_bound()
     per_replica = run.n_particles if run.interacting else 1

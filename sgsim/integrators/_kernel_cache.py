@@ -106,9 +106,15 @@ def _module_source_digest(obj) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _origin(obj) -> str:
+    """Where ``obj`` is defined (its module and name) and a hash of that module's file."""
+    py = getattr(obj, "py_func", obj)
+    return f"{getattr(py, '__module__', '')}:{getattr(py, '__qualname__', '')}:{_module_source_digest(py)}"
+
+
 @functools.cache
 def cached_chain_loop(
-    move: Callable, update: Callable, grad_u: Callable, stochastic_grad_u, kept_row: int = 0
+    move: Callable, update: Callable, grad_u: Callable, stochastic_grad_u, kept_row: int = 0, constants: type = tuple
 ) -> Callable | None:
     """The chain loop of ``(move, update)`` keeping state row ``kept_row``, for this gradient,
     from an on-disk cached module.
@@ -116,17 +122,23 @@ def cached_chain_loop(
     It takes the arguments of the in-memory loop; its ``grad_u`` and ``stochastic_grad_u``
     arguments are ignored (pass None), the gradients being compiled in. Returns None when the
     loop cannot be cached (see the module's notes); the caller then uses the in-memory one.
+    ``constants`` is the class of the step's constants: numba's cache index names the classes
+    of its arguments, so two samplers whose halves have the same source but live in different
+    modules (with constants classes of their own) get cache files of their own.
     """
     if not _CACHE or JIT_DISABLED:
         return None
     from ._loop import _chain_loop
 
     node, namespace = spliced(_chain_loop, {"_move": move, "_update": update}, {"KEPT_ROW": int(kept_row)})
-    return _cached_module([(_gradients_global(node), namespace, "jit(cache=True)")], grad_u, stochastic_grad_u)
+    origins = (_origin(move), _origin(update), _origin(constants))
+    return _cached_module([(_gradients_global(node), namespace, "jit(cache=True)")], grad_u, stochastic_grad_u, origins)
 
 
 @functools.cache
-def cached_ensemble_loop(step: Callable, grad_u: Callable, stochastic_grad_u) -> Callable | None:
+def cached_ensemble_loop(
+    step: Callable, grad_u: Callable, stochastic_grad_u, constants: type = tuple
+) -> Callable | None:
     """The ensemble loop of the compiled ``step`` for this gradient, from an on-disk cached module.
 
     Called like the in-memory loop, with None for the gradients; None when it cannot be
@@ -149,7 +161,7 @@ def cached_ensemble_loop(step: Callable, grad_u: Callable, stochastic_grad_u) ->
         (s_node, s_namespace, f"jit(cache=True, parallel={parallel})"),
         (l_node, l_namespace, "jit(cache=True)"),
     ]
-    return _cached_module(functions, grad_u, stochastic_grad_u)
+    return _cached_module(functions, grad_u, stochastic_grad_u, (_origin(step), _origin(constants)))
 
 
 def _gradients_global(node: ast.FunctionDef) -> ast.FunctionDef:
@@ -162,7 +174,7 @@ def _gradients_global(node: ast.FunctionDef) -> ast.FunctionDef:
     return node
 
 
-def _cached_module(functions: list[tuple[ast.FunctionDef, dict, str]], grad_u, stochastic_grad_u):
+def _cached_module(functions: list[tuple[ast.FunctionDef, dict, str]], grad_u, stochastic_grad_u, origins=()):
     """The last of ``functions`` compiled from a generated module, cached on disk (None if it cannot be).
 
     ``functions`` are ``(node, globals, decorator)`` in order of definition; a name one of them
@@ -190,6 +202,7 @@ def _cached_module(functions: list[tuple[ast.FunctionDef, dict, str]], grad_u, s
         *lines,
         _module_source_digest(grad_u),
         _module_source_digest(stochastic_grad_u) if stochastic_grad_u is not None else "",
+        *origins,
     ):
         digest.update(part.encode())
     key = digest.hexdigest()[:24]
