@@ -57,6 +57,9 @@ myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 # notebooks/ holds jupytext percent scripts; the build copies them to notebooks
 nb_custom_formats = {".py": ["jupytext.reads", {"fmt": "py:percent"}]}
+# executed pages show their figures inline (CI builds with MPLBACKEND=Agg, which the kernels would
+# inherit and then draw nothing; the gallery's `sgsim reproduce` sets Agg for itself)
+os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
 nb_execution_mode = "off" if os.environ.get("SGSIM_DOCS_EXECUTE", "").lower() == "off" else "force"
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True

@@ -33,7 +33,7 @@ Storage
 running mean and covariance of the draws that ``"draws"`` would keep (Welford's update), so
 that 10^5-10^6 chains fit in memory and in a small file.
 
-Every result records its :class:`~sgsim.spec.RunSpec`; :func:`sgsim.replay` reruns it.
+Every result records its run spec; :func:`sgsim.replay` reruns it.
 """
 
 from __future__ import annotations

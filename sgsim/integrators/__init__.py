@@ -1,7 +1,8 @@
 """Integrators, registered by name.
 
-Adding one: a module defining an :class:`Algorithm` (state, options, compiled step, noise)
-and its :class:`Method` presets, and one ``register`` line here per method.
+Adding one: a module defining an :class:`~sgsim.algorithms.Algorithm` (state, options,
+compiled step, noise) and its :class:`~sgsim.algorithms.Method` presets, and one ``register``
+line here per method (``CONTRIBUTING.md`` in the repository says which checks it then meets).
 """
 
 from __future__ import annotations

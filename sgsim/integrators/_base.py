@@ -420,7 +420,7 @@ def register(method: Method, *, replace: bool = False, module: str | None = None
     Parameters
     ----------
     method : Method
-        The method: an :class:`Algorithm` with its default schedule.
+        The method: an :class:`~sgsim.algorithms.Algorithm` with its default schedule.
     replace : bool
         Replace a method of the same name registered before (for a notebook cell run twice);
         otherwise a name already taken is an error.
@@ -432,7 +432,7 @@ def register(method: Method, *, replace: bool = False, module: str | None = None
     Raises
     ------
     TypeError
-        If ``method`` is not a :class:`Method`.
+        If ``method`` is not a :class:`~sgsim.algorithms.Method`.
     ValueError
         If the name is taken and ``replace`` is False.
     """

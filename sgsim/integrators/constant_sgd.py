@@ -84,6 +84,9 @@ __all__ = [
     "update",
     "momentum_update",
     "iasg_update",
+    "SGDConstants",
+    "MomentumConstants",
+    "IASGConstants",
 ]
 
 _SCALAR, _DIAGONAL, _FULL = 0, 1, 2

@@ -121,6 +121,8 @@ __all__ = [
     "median_pairs",
     "SGLD_REPULSIVE_RB",
     "RANDOM_BATCH",
+    "Constants",
+    "BatchConstants",
 ]
 
 # the jitters tried in turn when K alone cannot be factored (K has a unit diagonal)

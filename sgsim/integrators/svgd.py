@@ -57,6 +57,7 @@ __all__ = [
     "check_bandwidth",
     "pair_sq_distances",
     "kernel_from_sq_distances",
+    "Constants",
 ]
 
 
