@@ -4,7 +4,7 @@ The empirical CDF of the predictive entropy, on images out of distribution (OOD)
 three-layer MLP trained on MNIST digits by SGD, SGDM, Snapshot-SGD, Snapshot-SGDM, SGLD, SGHMC,
 cSGLD and cSGHMC. The paper finds that cSGLD and cSGHMC put the least probability on
 low-entropy (over-confident) OOD predictions. The experiment, its settings and its seeds are
-stated in :mod:`sgsim.torch.uncertainty`; it needs PyTorch (the ``torch`` extra), and without
+stated in :mod:`sgsim.torch.experiments.uncertainty`; it needs PyTorch (the ``torch`` extra), and without
 it this section is reported as skipped rather than failed.
 
 The data differ from the paper's: 4,000 of the 5,000 shipped MNIST digits for training (the
@@ -79,7 +79,7 @@ def draw(res: Any):
     """(a) the CDF of the OOD entropy per method; (b) the test error per method."""
     fig = new_figure(figsize=(11, 4.8))
     ax, bx = fig.subplots(1, 2, width_ratios=[1.6, 1])
-    from sgsim.torch.uncertainty import empirical_cdf
+    from sgsim.torch.experiments.uncertainty import empirical_cdf
 
     for key, r in res.methods.items():
         m = r.method
@@ -274,7 +274,7 @@ def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DE
     """Figure 4 of [cSG]: predictive entropy out of distribution of an MLP trained on MNIST."""
     if (note := missing_extra(NAME, TITLE)) is not None:
         return note
-    from sgsim.torch.uncertainty import config, run_uncertainty
+    from sgsim.torch.experiments.uncertainty import config, run_uncertainty
 
     res = run_uncertainty(config(full), seed=seed, progress=progress)
     figure = save(draw(res), out_dir, f"{NAME}.png")

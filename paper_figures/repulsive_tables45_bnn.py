@@ -2,7 +2,7 @@
 test RMSE of a Bayesian neural network (one hidden layer of 50 ReLU units) sampled by SGLD with 20
 chains and by SGLD+R with 20 particles, on the UCI regression sets that sgsim ships (Boston, which
 the paper has, and Concrete, which it has not). The protocol and our settings are stated in
-:mod:`sgsim.torch.bnn_regression`; it needs PyTorch (``pip install "sgsim[torch]"``), and without it
+:mod:`sgsim.torch.experiments.bnn_regression`; it needs PyTorch (``pip install "sgsim[torch]"``), and without it
 the section says so and draws nothing.
 """
 
@@ -40,7 +40,7 @@ CAPTIONS = {
 def _bnn():
     """The experiment module, or None without PyTorch."""
     try:
-        from sgsim.torch import bnn_regression
+        from sgsim.torch.experiments import bnn_regression
     except ImportError:
         return None
     return bnn_regression
@@ -250,7 +250,7 @@ def run(out_dir: Path, full: bool = False, progress: bool = True, seed: int = DE
     """Tables 4 and 5 of [Rep]: both samplers on every split of Boston and Concrete; draw; return the section."""
     if (note := missing_extra(NAME, TITLE)) is not None:
         return note
-    from sgsim.torch import bnn_regression as bnn
+    from sgsim.torch.experiments import bnn_regression as bnn
 
     result = bnn.run_bnn_regression(bnn.config(full), seed=seed, progress=progress)
     figure = save(draw(result), out_dir, f"{NAME}.png")

@@ -103,6 +103,16 @@ RULES = (
         lambda m, imp: within(imp.target, "sgsim.torch"),
     ),
     Rule(
+        "torch-backend-imports-no-experiment",
+        "sgsim/torch/'s backend (all but sgsim/torch/experiments/) imports no experiment, of its own or of "
+        "sgsim.experiments, and no private integrator module",
+        lambda m: within(m, "sgsim.torch") and not within(m, "sgsim.torch.experiments"),
+        lambda m, imp: (
+            within(imp.target, "sgsim.torch.experiments", "sgsim.experiments")
+            or imp.target.startswith("sgsim.integrators._")
+        ),
+    ),
+    Rule(
         "dynamics-is-pure",
         "dynamics.py imports only numpy, scipy, the standard library and sgsim._validate",
         lambda m: m == "sgsim.dynamics",

@@ -1,7 +1,7 @@
 """The Bayesian neural network regression of "Stochastic Gradient MCMC with Repulsive Forces" (Tables 4 and 5),
-sgsim.torch.bnn_regression: the shapes of a tiny run and its seeds, the SGLD baseline as SGLD+R with K = I step
-for step, trained networks against the mean predictor (untrained networks as the negative control), the scores
-in original units against a NumPy mixture by hand, the report section, and bad input.
+sgsim.torch.experiments.bnn_regression: the shapes of a tiny run and its seeds, the SGLD baseline as SGLD+R with
+K = I step for step, trained networks against the mean predictor (untrained networks as the negative control), the
+scores in original units against a NumPy mixture by hand, the report section, and bad input.
 
 Skipped as a whole where PyTorch (the ``torch`` extra) is not installed.
 """
@@ -20,7 +20,7 @@ from sgsim.cli import _paper_figures
 
 torch = pytest.importorskip("torch")
 
-import sgsim.torch.bnn_regression as bnn  # noqa: E402
+import sgsim.torch.experiments.bnn_regression as bnn  # noqa: E402
 from sgsim.torch import SampleStore, SGLDRepulsive, make_generator  # noqa: E402
 
 SEED = 7

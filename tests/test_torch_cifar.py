@@ -1,4 +1,4 @@
-"""The CIFAR script of sgsim.torch.cifar on synthetic CIFAR-shaped data and a narrow ResNet-18.
+"""The CIFAR script of sgsim.torch.experiments.cifar on synthetic CIFAR-shaped data and a narrow ResNet-18.
 
 End to end in the pickled-batch format; missing data named file by file; an interrupted and
 resumed run equal to an uninterrupted one bit for bit, with resuming from fresh generators as
@@ -22,8 +22,8 @@ from sgsim._validate import ParameterError
 torch = pytest.importorskip("torch")
 
 from sgsim.schedules import EXPLORATION, SAMPLING  # noqa: E402
-from sgsim.torch import cifar  # noqa: E402
-from sgsim.torch.cifar import CifarConfig, Execution  # noqa: E402
+from sgsim.torch.experiments import cifar  # noqa: E402
+from sgsim.torch.experiments.cifar import CifarConfig, Execution  # noqa: E402
 
 N_TRAIN, N_TEST = 120, 60  # 24 images in each of CIFAR-10's five training batches
 

@@ -1,4 +1,4 @@
-"""The uncertainty experiment of [cSG] Figure 4 (sgsim.torch.uncertainty) and its figure script.
+"""The uncertainty experiment of [cSG] Figure 4 (sgsim.torch.experiments.uncertainty) and its figure script.
 
 On a tiny budget: the documented shapes, entropies in [0, log 10], the same seed giving the same
 numbers, a trained MLP far below chance in distribution and an untrained one at chance (the
@@ -21,7 +21,7 @@ from sgsim.cli import _paper_figures
 
 torch = pytest.importorskip("torch")
 
-import sgsim.torch.uncertainty as unc  # noqa: E402
+import sgsim.torch.experiments.uncertainty as unc  # noqa: E402
 from sgsim.torch import SampleStore  # noqa: E402
 
 PACKAGE = _paper_figures().__name__

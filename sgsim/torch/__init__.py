@@ -19,7 +19,8 @@ diagonal preconditioner from an online, bias-corrected estimate of the gradient 
 :class:`SGLDRepulsive` and :class:`SVGD` move an ensemble of networks together ("Stochastic
 Gradient MCMC with Repulsive Forces"), with the kernel on the flattened parameters.
 
-Nothing else in sgsim imports this package.
+Nothing else in sgsim imports this package. The papers' network experiments built on it live
+in :mod:`sgsim.torch.experiments`; the backend imports nothing from them.
 """
 
 try:

@@ -89,13 +89,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from .. import datasets
-from .. import schedules as _schedules
-from .._validate import ParameterError, ParameterTypeError, integer, positive_float, real
-from ..experiments._common import progress_bar
-from .optim import SGHMC, SGLD, make_generator
-from .schedule import ScheduleDriver
-from .store import Predictions, SampleStore, predict
+from ... import datasets
+from ... import schedules as _schedules
+from ..._validate import ParameterError, ParameterTypeError, integer, positive_float, real
+from ...experiments._common import progress_bar
+from ..optim import SGHMC, SGLD, make_generator
+from ..schedule import ScheduleDriver
+from ..store import Predictions, SampleStore, predict
 
 __all__ = [
     "N_CLASSES",

@@ -6,11 +6,11 @@ A ResNet-18 is sampled by cSGHMC or cSGLD for 200 epochs in ``M = 4`` cosine cyc
 With ``--chains 4`` the same is run as four independent chains whose samples are pooled (the
 parallel variant of Table 3). Run it as a script, on a GPU::
 
-    python -m sgsim.torch.cifar --data ~/data/cifar-10-batches-py --out runs/c10-csghmc \
+    python -m sgsim.torch.experiments.cifar --data ~/data/cifar-10-batches-py --out runs/c10-csghmc \
         --device cuda --amp bf16 --channels-last --compile
 
     # CIFAR-100, cSGLD, four parallel chains of 200 epochs each (Table 3's 200/800):
-    python -m sgsim.torch.cifar --data ~/data/cifar-100-python --dataset cifar100 --sampler csgld \
+    python -m sgsim.torch.experiments.cifar --data ~/data/cifar-100-python --dataset cifar100 --sampler csgld \
         --chains 4 --out runs/c100-csgld-x4
 
 An interrupted run (a signal, ``--stop-after-steps``, a crash) continues with ``--resume`` and
@@ -144,12 +144,12 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from .. import __version__
-from .._validate import ParameterError, ParameterTypeError, integer, positive_float, real
-from ..schedules import Schedule, cycle_length, cyclical
-from .optim import SGHMC, SGLD, make_generator
-from .schedule import ScheduleDriver
-from .store import SampleStore, predict
+from ... import __version__
+from ..._validate import ParameterError, ParameterTypeError, integer, positive_float, real
+from ...schedules import Schedule, cycle_length, cyclical
+from ..optim import SGHMC, SGLD, make_generator
+from ..schedule import ScheduleDriver
+from ..store import SampleStore, predict
 
 __all__ = [
     "DATASETS",
@@ -1257,7 +1257,7 @@ def _results(config, ex, key, schedule, spe, store, pos, ch, x_test, y_test, amp
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m sgsim.torch.cifar",
+        prog="python -m sgsim.torch.experiments.cifar",
         description="cSGHMC / cSGLD on CIFAR-10/100 with a ResNet-18 (Cyclical Stochastic Gradient MCMC for "
         "Bayesian Deep Learning, §5.3). Defaults are the paper's. Exit status 0: finished; 75: checkpointed "
         "and stopped early (continue with --resume); 2: a bad argument.",
@@ -1321,7 +1321,7 @@ _EXECUTION_FIELDS = tuple(f for f in Execution.__dataclass_fields__ if f != "pro
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: ``python -m sgsim.torch.cifar --data DIR [options]``.
+    """The command line: ``python -m sgsim.torch.experiments.cifar --data DIR [options]``.
 
     Parameters
     ----------

@@ -110,12 +110,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from .. import datasets
-from .._validate import ParameterError, ParameterTypeError, integer, positive_float, real
-from ..experiments._common import progress_bar
-from .optim import SGLD, make_generator
-from .particles import SGLDRepulsive, _Particle
-from .store import SampleStore, predict
+from ... import datasets
+from ..._validate import ParameterError, ParameterTypeError, integer, positive_float, real
+from ...experiments._common import progress_bar
+from ..optim import SGLD, make_generator
+from ..particles import SGLDRepulsive, _Particle
+from ..store import SampleStore, predict
 
 __all__ = [
     "DATASETS",
