@@ -120,6 +120,16 @@ def test_sghmc_takes_the_compiled_kernels_steps_in_their_order():
     assert max_error(path[-1], final_theta + final_v) < 1e-12
 
 
+@pytest.mark.parametrize("name", sorted(st.MIRRORS))
+def test_every_declared_mirror_takes_its_methods_steps(name):
+    # the registry of mirrors is the one list: a mirror declared in sgsim.torch is checked here
+    assert name in sgsim.METHODS
+    result = st.check_mirror(name)
+    assert result.status == "passed", result.detail
+    # negative control: the same normals scaled by 1.05
+    assert st.check_mirror(name, noise_scale=1.05).status == "failed"
+
+
 def test_the_step_comparison_rejects_a_wrong_noise_scale_and_a_wrong_order():
     # negative controls of the comparison itself: noise sqrt(lr T) instead of sqrt(2 lr T) ...
     path, spine = run_sgld(scale=np.sqrt(0.5))

@@ -19,6 +19,9 @@ diagonal preconditioner from an online, bias-corrected estimate of the gradient 
 :class:`SGLDRepulsive` and :class:`SVGD` move an ensemble of networks together ("Stochastic
 Gradient MCMC with Repulsive Forces"), with the kernel on the flattened parameters.
 
+``MIRRORS`` says which registered method each optimizer mirrors, and :func:`check_mirror`
+checks that it takes the compiled kernel's steps given the same normals.
+
 Nothing else in sgsim imports this package. The papers' network experiments built on it live
 in :mod:`sgsim.torch.experiments`; the backend imports nothing from them.
 """
@@ -31,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
     ) from exc
 
 from .constant_sgd import ConstantSGD, PreconditionedSGD
+from .mirror import MIRRORS, check_mirror
 from .optim import SGHMC, SGLD, make_generator
 from .particles import SVGD, SGLDRepulsive
 from .schedule import ScheduleDriver, ScheduledStep
@@ -50,4 +54,6 @@ __all__ = [
     "Predictions",
     "predict",
     "to_inference_data",
+    "MIRRORS",
+    "check_mirror",
 ]
