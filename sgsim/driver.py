@@ -38,6 +38,7 @@ Every result records its run spec; :func:`sgsim.replay` reruns it.
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 import warnings
@@ -208,6 +209,10 @@ def prepare(
             raise ParameterTypeError("n_steps", "n_steps is required when no schedule is given")
         if "step_size" not in sched_kw:
             raise ParameterTypeError("step_size", f"method {method.name!r} needs step_size (or an explicit schedule)")
+        params = inspect.signature(method.schedule).parameters
+        for name in method.schedule_options:
+            if name not in sched_kw and name in params and params[name].default is inspect.Parameter.empty:
+                raise ParameterTypeError(name, f"method {method.name!r} needs {name} (or an explicit schedule)")
         schedule = method.schedule(n_steps, **sched_kw)
     common = {"noise_correction": noise_correction}
     if n_particles is not None:

@@ -428,7 +428,7 @@ def test_list_methods(capsys):
         ("sghmc", ["--friction", "abc"], "--friction", ["real number"]),
         ("sgld", ["--friction", "0.5"], "--friction", ["'sgld'", "does not take"]),  # another method's option
         ("sgd", ["--window", "5"], "--window", ["'sgd'", "does not take"]),
-        ("iasg", [], "--window", ["iasg needs window"]),  # required, though its schedule says window=None
+        ("iasg", [], "--window", ["required for method 'iasg'"]),  # its schedule's signature requires it
         ("iasg", ["--window", "0"], "--window", [">= 1"]),
         ("csgld", [], "--n-cycles", ["required for method 'csgld'"]),
         ("svgd", ["--bandwidth", "-1"], "--bandwidth", []),

@@ -498,8 +498,8 @@ IASG = Algorithm(
 )
 
 
-def iasg_schedule(n_steps, step_size, window=None, warmup=0) -> Schedule:
-    """IASG's default schedule: constant rate, a draw at the last step of each window."""
+def iasg_schedule(n_steps, step_size, window, warmup=0) -> Schedule:
+    """IASG's default schedule: constant rate, a draw at the last step of each window (``window`` is required)."""
     if window is None:
         raise ParameterTypeError("window", "iasg needs window, the steps averaged per draw (T = N / S in Algorithm 1)")
     return schedules.averaging_windows(step_size, n_steps, window=window, warmup=warmup)
