@@ -34,6 +34,7 @@ from sgsim.algorithms import (
     stay,
     unregister,
 )
+from sgsim.gpu.kernels import STEPS
 from sgsim.integrators import sgld
 from sgsim.io import write_result
 from sgsim.testing import CHECKS, check_registry, check_sampler, gaussian_test, noise_scaled, registered, sample_size
@@ -55,12 +56,17 @@ def test_the_kit_passes_every_registered_method(name):
 
 
 AFFINE = [n for n in REGISTERED if METHODS[n].algorithm.coupling == INDEPENDENT]
-# the methods the GPU path has a kernel for (checked through its host build, a C++ compiler given)
+# the methods the GPU path has a kernel for, from its own table of step fragments (checked through
+# its host build, where a C++ compiler is found)
 GPU_METHODS = (
-    {"sgld", "csgld", "sghmc", "csghmc", "sgd", "momentum_sgd", "sgld_wt", "sgfs", "iasg"}
-    if shutil.which("g++") or shutil.which("c++")
-    else set()
+    {n for n in AFFINE if METHODS[n].algorithm.step in STEPS} if shutil.which("g++") or shutil.which("c++") else set()
 )
+
+
+@pytest.mark.skipif(not GPU_METHODS, reason="no C++ compiler for the GPU kernel's host build")
+def test_the_gpu_methods_are_read_from_the_gpu_paths_own_table():
+    assert {"sgld", "csgld", "sghmc", "csghmc", "sgd", "iasg"} <= GPU_METHODS
+    assert not GPU_METHODS & {"psgld_diag", "svgd"}
 
 
 @pytest.mark.parametrize("name", AFFINE)
