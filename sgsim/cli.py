@@ -266,6 +266,19 @@ def method_help(name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _imports(argv: list[str]) -> list[str]:
+    """The modules named by ``--import MODULE`` (or ``--import=MODULE``) in ``sgsim run``'s arguments."""
+    if not argv or argv[0] != "run":
+        return []
+    out = []
+    for i, arg in enumerate(argv):
+        if arg == "--import" and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif arg.startswith("--import="):
+            out.append(arg.partition("=")[2])
+    return out
+
+
 def _help_method(argv: list[str]) -> str | None:
     """The method named in ``sgsim run ... --help`` (``--method M`` or ``--method=M``), or None."""
     if not argv or argv[0] != "run" or not {"-h", "--help"} & set(argv):
@@ -365,6 +378,15 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
         help="sampler: --list-methods lists them, --method M --help lists M's options",
     )
     run.add_argument("--list-methods", action=_ListMethods, help="list the methods with their summaries and exit")
+    run.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first, so that the samplers it registers (sgsim.algorithms.register) are methods "
+        "here, with their options as flags (repeat for several)",
+    )
     run.add_argument("--n-steps", required=True, type=int, metavar="N", help="iterations K per chain")
     run.add_argument("--n-chains", type=int, default=1, metavar="C", help="independent chains (default: 1)")
     run.add_argument("--seed", type=int, default=None, metavar="S", help="seed (default: fresh entropy, recorded)")
@@ -999,6 +1021,14 @@ def main(argv: list[str] | None = None) -> int:
     # `python -m sgsim` would (the installed script's path holds only its own folder)
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    # the modules that register samplers of one's own come first: the parser's methods and flags
+    # are read from the registry
+    for module in _imports(argv):
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # any failure of the user's module: report it, exit as argparse does
+            print(f"sgsim run: error: argument --import: cannot import {module!r}: {exc}", file=sys.stderr)
+            return 2
     parser = build_parser(_help_method(argv))
     args = parser.parse_args(argv)
     if args.command is None:
