@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sampler_modules import scaled_sgld
 
 import sgsim
 from sgsim.cli import _paper_figures, build_parser, main
@@ -448,38 +449,8 @@ def test_a_bad_method_option_exits_2_and_names_the_flag(tmp_path, capsys, method
     assert not (tmp_path / "out" / "result.nc").exists()
 
 
-OWN_SAMPLER = """
-from typing import NamedTuple
-
-import numpy as np
-
-import sgsim
-from sgsim.algorithms import INDEPENDENT, Algorithm, Method, Noise, Option, check_positive, register, stay
-
-
-class Constants(NamedTuple):
-    scale: float
-
-
-@sgsim.jit(inline=True)
-def update(x, theta, g, z, noisy, a, k, consts):
-    for i in range(theta.shape[0]):
-        theta[i] = theta[i] - a * consts.scale * g[i] + (z[i] if noisy else 0.0)
-
-
-ALG = Algorithm(
-    name="cli_scaled_sgld", summary="SGLD with its drift and noise scaled", coupling=INDEPENDENT, state=("theta",),
-    options={"scale": Option(1.0, check_positive, "the drift's and the noise variance's factor")},
-    units="drift step_size * scale * grad U, noise covariance 2 * step_size * scale * T",
-    step=(stay, update), constants=lambda options: Constants(options["scale"]),
-    noise=lambda block, target, options: Noise((2 * options["scale"] * block.step_size,), (np.eye(target.dim),)),
-)
-register(Method("cli_scaled_sgld", ALG, sgsim.algorithms.constant_schedule, ("step_size",), ALG.summary))
-"""
-
-
 def test_a_sampler_of_ones_own_runs_from_the_shell_with_import(tmp_path, monkeypatch, capsys):
-    (tmp_path / "cli_own_samplers.py").write_text(OWN_SAMPLER)
+    (tmp_path / "cli_own_samplers.py").write_text(scaled_sgld("cli_scaled_sgld"))
     monkeypatch.syspath_prepend(str(tmp_path))
     argv = ["run", "--import", "cli_own_samplers", "--method", "cli_scaled_sgld", "--target", "standard_gaussian",
             "--n-steps", "50", "--n-chains", "2", "--seed", "3", "--step-size", "0.05", "--scale", "2",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sampler_modules import scaled_sgld
 
 import sgsim
 from sgsim import targets
@@ -93,40 +94,12 @@ def test_editing_a_gradients_module_gives_a_new_loop(tmp_path, monkeypatch):
     assert len(files[0]) == 1 and len(files[1]) == 2  # the edit gave a second, separate loop
 
 
-TWIN = """
-from typing import NamedTuple
-
-import numpy as np
-
-import sgsim
-from sgsim.algorithms import INDEPENDENT, Algorithm, Method, Noise, constant_schedule, register, stay
-
-
-class Constants(NamedTuple):
-    scale: float
-
-
-@sgsim.jit(inline=True)
-def update(x, theta, g, z, noisy, a, k, consts):
-    for i in range(theta.shape[0]):
-        theta[i] = theta[i] - a * consts.scale * g[i] + (z[i] if noisy else 0.0)
-
-
-ALG = Algorithm(
-    name="twin", summary="SGLD", coupling=INDEPENDENT, state=("theta",), options={}, units="as SGLD",
-    step=(stay, update), constants=lambda options: Constants(1.0),
-    noise=lambda block, target, options: Noise((2 * block.step_size,), (np.eye(target.dim),)),
-)
-register(Method("twin", ALG, constant_schedule, ("step_size",), "SGLD"))
-"""
-
-
 def test_samplers_with_the_same_step_source_in_two_modules_keep_cache_files_apart(tmp_path):
     # numba's cache index names the classes of the loop's arguments (the constants' NamedTuple):
     # a loop cached for one module's sampler must not be loaded, in another process, for another's
     for name in ("twin_a", "twin_b"):
         (tmp_path / name).mkdir()
-        (tmp_path / name / f"{name}.py").write_text(TWIN)
+        (tmp_path / name / f"{name}.py").write_text(scaled_sgld("twin"))
     script = "import sys, {0}, sgsim; sgsim.sample('mixture_25', 'twin', 20, n_chains=2, step_size=0.01, seed=1)"
     cache = tmp_path / "cache"
     for name in ("twin_a", "twin_b"):  # each process sees only its own module
