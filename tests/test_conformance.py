@@ -133,6 +133,13 @@ def test_derived_law_of_sgld_and_sgd_equals_the_written_one():
     )
 
 
+def test_the_law_comparison_rejects_a_law_one_part_in_a_thousand_off():
+    # negative control of close(): the written law at a temperature 0.1% higher
+    derived = exact_law("sgld", GAUSS, K, step_size=0.05, temperature=0.7, init_mean=M0, init_cov=S0)
+    with pytest.raises(AssertionError):
+        close(derived, theory.sgld_law(P, B, 0.05, 0.7 * 1.001, V, M0, S0, n_steps=K))
+
+
 def test_derived_law_of_sghmc_equals_the_written_one():
     close(
         exact_law("sghmc", GAUSS, K, step_size=0.05, friction=0.3, gamma_hat=0.1, init_mean=M0, init_cov=S0),
