@@ -14,12 +14,14 @@ from . import algorithms, dynamics, io, schedules, targets  # noqa: E402
 from ._jit import jit  # noqa: E402
 from .integrators import METHODS  # noqa: E402
 from .sampling import DivergenceError, replay, sample  # noqa: E402
+from .targets import model  # noqa: E402
 
 __all__ = [
     "sample",
     "replay",
     "DivergenceError",
     "METHODS",
+    "model",
     "jit",
     "algorithms",
     "dynamics",

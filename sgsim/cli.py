@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .results import flat_draws
 
 __all__ = ["main", "build_parser", "method_help"]
 
@@ -690,7 +691,7 @@ def density_figure(idata, target):
 
     from .diagnostics import diverged_chains
 
-    theta = idata.posterior["theta"].values
+    theta = flat_draws(idata)
     method, chains = idata.attrs.get("method", "?"), theta.shape[0]
     bad = diverged_chains(idata, chains)
     if bad.any() and not bad.all():
@@ -834,7 +835,7 @@ def _cmd_run(args, parser) -> int:
         f"{args.n_chains} chain(s){ensembles} x {args.n_steps:,} steps, seed {seed}",
     ]
     if has_draws:
-        theta = idata.posterior["theta"].values
+        theta = flat_draws(idata)
         n_chains, n_draws = theta.shape[:2]
         lines.append(
             f"  draws kept ({args.storage}): {n_chains} x {n_draws:,} = {n_chains * n_draws:,} "

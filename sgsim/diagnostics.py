@@ -46,6 +46,9 @@ def draws_array(draws, var_name: str = "theta") -> np.ndarray:
     """
     _needs_draws(draws, "this diagnostic")
     if hasattr(draws, "posterior"):
+        if var_name == "theta" and "unconstrained_posterior" in draws.groups():
+            # a target with named parameters: the vector the sampler moved
+            return np.asarray(draws["unconstrained_posterior"]["theta"].values, dtype=np.float64)
         return np.asarray(draws.posterior[var_name].values, dtype=np.float64)
     arr = np.asarray(draws, dtype=np.float64)
     if arr.ndim == 2:

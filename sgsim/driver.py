@@ -51,11 +51,12 @@ import numpy as np
 
 from . import rng as _rng
 from . import targets as _targets
+from ._jit import jit
 from ._validate import ParameterError, ParameterTypeError, boolean, integer, positive_float
 from .integrators import INTERACTING, get_method
 from .integrators._base import Method, unknown_options
 from .integrators._kernel_cache import cached_chain_loop, cached_ensemble_loop
-from .integrators._loop import MOMENTS, NOTHING, chain_loop, ensemble_loop, stay
+from .integrators._loop import MOMENTS, NOTHING, chain_loop, draw_batch, ensemble_loop, stay, vector_step
 from .integrators._noise import NoiseBasis, noise_basis, noise_factors
 from .results import STORAGE_MODES
 from .schedules import Schedule, ScheduleBlock
@@ -420,6 +421,9 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     replaces the streams' standard normals.
     """
     target, alg = run.target, run.method.algorithm
+    if target.batched is not None:
+        _execute_batched(run, buf, keeper, progress, injected, k_range)
+        return
     n_rep = buf.state.shape[0]
     k_start, k_stop = (0, run.schedule.n_steps) if k_range is None else k_range
     d = target.dim
@@ -516,6 +520,132 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         for future in futures:
             future.cancel()
         wait(futures)
+
+
+@jit
+def _buffered_gradient(theta, params, out, rng, work):
+    # an ensemble step's gradient of particle work[-1], computed for all particles beforehand
+    row = params[0][work[work.shape[0] - 1]]
+    for i in range(out.shape[0]):
+        out[i] = row[i]
+
+
+@jit
+def _draw_batches(rngs, works, n_data, replace, batch):
+    # each member's minibatch of the step, from its own stream (the first draws of its step)
+    for c in range(batch.shape[0]):
+        draw_batch(rngs[c], works[c], n_data, replace, batch[c])
+
+
+def _gradients(fns, points: np.ndarray, batch: np.ndarray | None) -> np.ndarray:
+    grads = fns.grad_u(points, batch)
+    return np.require(grads, np.float64, ("C", "W"))
+
+
+def _execute_batched(run: Run, buf: _Buffers, keeper: _Keeper, progress, injected=None, k_range=None):
+    """Advance every replica of a run on a target whose gradient takes all members at once.
+
+    Each step is one call of the target's gradient for every chain (or particle) and one call
+    of a compiled loop that applies the step to every member; the members draw their noise
+    and minibatches from their own streams in the same order as in the compiled loops, so a
+    member's bits depend neither on how many run nor on blocks.
+    """
+    target, alg = run.target, run.method.algorithm
+    fns = target.batched
+    assert fns is not None
+    n_rep = buf.state.shape[0]
+    k_start, k_stop = (0, run.schedule.n_steps) if k_range is None else k_range
+    d = target.dim
+    consts = alg.constants_for(run.options)
+    bound = run.kernel_bound()
+    n = fns.batch_size
+    block_steps = max(1, min(_BLOCK_STEPS, (1 << 22) // max(1, d * n_rep)))
+    starts = list(range(k_start, k_stop, block_steps))
+    ends = [*starts[1:], k_stop]
+
+    def inputs(i):
+        if i >= len(starts):
+            return None
+        k0, k1 = starts[i], ends[i]
+        block = run.schedule.block(k0, k1)
+        inj = None if injected is None else np.ascontiguousarray(injected[:, k0 - k_start : k1 - k_start])
+        return k0, k1, np.ascontiguousarray(block.step_size), run.noise(block), keeper.store(block), inj
+
+    if run.interacting:
+        _execute_batched_ensembles(run, buf, inputs, len(starts), progress, consts, bound)
+        return
+    move, update = alg.step if isinstance(alg.step, tuple) else (None, alg.step)
+    step = vector_step(move or stay, update, alg.kept_row)
+    points = np.empty((n_rep, d))
+    batch = np.zeros((n_rep, n), np.int64)
+    no_inj = np.zeros((n_rep, 0, d))
+    grads = np.zeros((n_rep, d))  # read by no chain before the first update
+    common = (buf.state, buf.rngs, buf.works, buf.failed)
+    moments = (buf.out, buf.count, buf.mean, buf.m2)
+    ahead = inputs(0)
+    if ahead is None:
+        return
+    k0, _, alpha, noise, store, inj = ahead
+    # the first step's move and minibatch
+    step(*common, grads, points, batch, fns.n_data, fns.replace, alpha, consts, noise, k0, 0, alpha[0], bound,
+         store, *moments, no_inj, False, True)  # fmt: skip
+    for i in range(len(starts)):
+        k0, k1, alpha, noise, store, inj = ahead
+        ahead = inputs(i + 1)
+        inj = no_inj if inj is None else inj
+        nb = alpha.shape[0]
+        for j in range(nb):
+            grads = _gradients(fns, points, batch if n else None)
+            last = j == nb - 1
+            a_next = alpha[j + 1] if not last else (ahead[2][0] if ahead is not None else 0.0)
+            step(*common, grads, points, batch, fns.n_data, fns.replace, alpha, consts, noise, k0, j, a_next, bound,
+                 store, *moments, inj, True, not (last and ahead is None))  # fmt: skip
+        if progress is not None:
+            progress.update((k1 - k0) * n_rep)
+
+
+def _execute_batched_ensembles(run: Run, buf: _Buffers, inputs, n_blocks: int, progress, consts, bound):
+    # the ensemble's own compiled step, one step per call, its gradient read from the values
+    # computed for every particle of every ensemble in one call just before
+    target, alg = run.target, run.method.algorithm
+    fns = target.batched
+    assert fns is not None
+    n_rep = buf.state.shape[0]
+    L, d = run.member_shape
+    n = fns.batch_size
+    cached = cached_ensemble_loop(alg.step, None, _buffered_gradient, type(consts))
+    loop = ensemble_loop(alg.step) if cached is None else cached
+    gradients = (None, _buffered_gradient) if cached is None else (None, None)
+    pair_shape = tuple(int(v) for v in alg.pair_shape(L, run.options))
+    w = buf.works.shape[-1]
+    # each particle's work row gets one more slot: its row in the gradients' buffer
+    works = np.empty((n_rep, L, w + 1), np.int64)
+    works[..., :w] = buf.works
+    works[..., w] = np.arange(n_rep * L).reshape(n_rep, L)
+    flat_rngs = buf.rngs.reshape(n_rep * L, -1)
+    flat_works = works.reshape(n_rep * L, w + 1)
+    batch = np.zeros((n_rep * L, n), np.int64)
+    no_inj = np.zeros((n_rep, 0, L, d))
+    for i in range(n_blocks):
+        k0, k1, alpha, noise, store, inj = inputs(i)
+        nb = alpha.shape[0]
+        for j in range(nb):
+            live = buf.failed < 0
+            if not live.any():
+                break
+            if n:
+                _draw_batches(flat_rngs, flat_works, fns.n_data, fns.replace, batch)
+            grads = _gradients(fns, buf.state[:, 0].reshape(n_rep * L, d), batch if n else None)
+            sl = slice(j, j + 1)
+            sd, basis_rows, rotate, noisy, temperature = noise
+            one_noise = (sd[sl], basis_rows, rotate, noisy[sl], temperature[sl])
+            step_inj = no_inj if inj is None else np.ascontiguousarray(inj[:, sl])
+            loop(buf.state, buf.rngs, works, buf.failed, *gradients, (grads,), alpha[sl], consts, one_noise, k0 + j,
+                 bound, store[sl], buf.out, buf.count, buf.mean, buf.m2, step_inj, buf.stats_out, buf.stats_now,
+                 pair_shape)  # fmt: skip
+        if progress is not None:
+            progress.update((k1 - k0) * n_rep)
+    buf.works[...] = works[..., :w]
 
 
 def execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress, backend="cpu", executor=None,

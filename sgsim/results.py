@@ -8,6 +8,11 @@ this module alone knows ArviZ. Groups of the result:
     particle, dim)`` for ensembles (so that ArviZ never takes coupled particles for
     independent chains). With ``storage="final"`` the one draw is the final state. Absent
     with ``storage="moments"``.
+``unconstrained_posterior``
+    For a target that names its parameters (:func:`sgsim.targets.model`): ``posterior`` then
+    holds each parameter by its name, on its constrained scale, with dims ``(chain, draw,
+    <name>_dim_0, ...)`` (and the derived quantities alike), as ArviZ shows the output of
+    other probabilistic programs; the vector the sampler moved, ``theta``, is here.
 ``sample_stats``
     Per draw: ``step_size``, ``temperature``, ``stage``, ``cycle``, ``step`` (1-based
     iteration), ``diverged`` (the chain had diverged by this draw, whose values are then
@@ -35,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RunOutput", "to_inference_data", "STORAGE_MODES", "storage_mode"]
+__all__ = ["RunOutput", "to_inference_data", "STORAGE_MODES", "storage_mode", "flat_draws"]
 
 #: What a run can keep: every (thinned) draw, the final state, or running moments.
 STORAGE_MODES = ("draws", "final", "moments")
@@ -64,6 +69,9 @@ class RunOutput:
         Attributes of every group.
     spec_arrays : dict
         The run spec's arrays (stored in the ``run_spec`` group).
+    named : dict or None
+        For a target with named parameters: each parameter (and derived quantity) on its
+        constrained scale, shaped like ``theta`` without its last axis, plus the value's own.
     """
 
     storage: str
@@ -74,6 +82,19 @@ class RunOutput:
     moments: dict | None
     attrs: dict
     spec_arrays: dict = field(default_factory=dict)
+    named: dict | None = None
+
+
+def flat_draws(idata) -> np.ndarray:
+    """The draws of the vector the sampler moved, ``(chain, draw, d)`` (or with particles).
+
+    ``posterior["theta"]``, or ``unconstrained_posterior["theta"]`` for a target with named
+    parameters (whose ``posterior`` holds them by name).
+    """
+    groups = idata.groups()
+    if "unconstrained_posterior" in groups:
+        return np.asarray(idata["unconstrained_posterior"]["theta"].values)
+    return np.asarray(idata["posterior"]["theta"].values)
 
 
 def storage_mode(idata) -> str:
@@ -126,7 +147,18 @@ def to_inference_data(out: RunOutput):
     if out.theta is not None:
         draw = np.arange(origin, origin + out.theta.shape[1])
         dims = ("chain", "draw") + member
-        groups["posterior"] = xr.Dataset({"theta": (dims, out.theta)}, coords={**coords, "draw": draw}, attrs=stamped)
+        flat = xr.Dataset({"theta": (dims, out.theta)}, coords={**coords, "draw": draw}, attrs=stamped)
+        if out.named is None:
+            groups["posterior"] = flat
+        else:
+            lead = dims[:-1]
+            named, named_coords = {}, {k: v for k, v in coords.items() if k != "dim"}
+            for name, value in out.named.items():
+                axes = tuple(f"{name}_dim_{i}" for i in range(value.ndim - len(lead)))
+                named[name] = (lead + axes, value)
+                named_coords.update({axis: np.arange(n) for axis, n in zip(axes, value.shape[len(lead) :], strict=True)})
+            groups["posterior"] = xr.Dataset(named, coords={**named_coords, "draw": draw}, attrs=stamped)
+            groups["unconstrained_posterior"] = flat
         stats: dict[str, tuple] = {}
         for name, value in out.draw_stats.items():
             # shared by all chains: a read-only broadcast view, not n_chains copies

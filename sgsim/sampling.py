@@ -414,7 +414,9 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
         log_density=log_density,
         grad_noise_cov=tgt.grad_noise_cov.tolist(),
         stochastic_gradient=(
-            None if tgt.stochastic_grad_u is None else tgt.extras.get("stochastic_gradient", "stochastic_grad_u")
+            tgt.extras.get("stochastic_gradient", "stochastic_grad_u")
+            if tgt.stochastic_grad_u is not None or (tgt.batched is not None and tgt.batched.stochastic)
+            else None
         ),
         divergence_bound=run.divergence_bound,
         backend=backend,
@@ -454,6 +456,7 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
         moments=moments,
         attrs=attrs,
         spec_arrays=arrays,
+        named=None if theta is None or tgt.parameters is None else tgt.named(theta),
     )
     return to_inference_data(output)
 

@@ -55,6 +55,7 @@ import numpy as np
 
 from ._validate import ParameterError, ParameterTypeError, integer
 from .io import atomic_write
+from .results import flat_draws
 
 __all__ = [
     "Cell",
@@ -240,7 +241,7 @@ def sample_cell(
 
     tgt = targets.build(targets.TargetSpec(target, dict(target_kwargs or {})))
     r = sample(tgt, method, n_steps, n_chains=n_chains, seed=seed, on_divergence="mark", progress=False, **options)
-    theta = r.posterior["theta"].values
+    theta = flat_draws(r)
     flat = theta.reshape(-1, theta.shape[-1])
     diverged = r.sample_stats["diverged"].values.any(axis=-1) if "diverged" in r.sample_stats else np.zeros(n_chains)
     return {

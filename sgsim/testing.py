@@ -55,6 +55,7 @@ from ._validate import ParameterError, positive_float, real
 from .algorithms import NotAffineError, affine_steps
 from .dynamics import Noise
 from .integrators._base import INTERACTING, ORIGINS, Method, get_method, register, unregister
+from .results import flat_draws
 
 __all__ = [
     "CHECKS",
@@ -333,13 +334,13 @@ def check_sampler(
         one = _run(method, target, n_steps, n_threads=1, **{**small, "n_chains": 4})
         two = _run(method, target, n_steps, n_threads=2, **{**small, "n_chains": 4})
         same = _same(_final_state(one, alg.state), _final_state(two, alg.state))
-        same = same and _same(one["posterior"]["theta"].values, two["posterior"]["theta"].values)
+        same = same and _same(flat_draws(one), flat_draws(two))
         add(CheckResult("threads", PASSED if same else FAILED, "4 chains with 1 and with 2 threads: same bits"))
 
     if "replicas" in checks:
         three = _run(method, target, n_steps, **small)
         five = _run(method, target, n_steps, **{**small, "n_chains": 5})
-        same = _same(three["posterior"]["theta"].values, five["posterior"]["theta"].values[:3])
+        same = _same(flat_draws(three), flat_draws(five)[:3])
         add(CheckResult("replicas", PASSED if same else FAILED, "the first 3 chains of runs of 3 and of 5: same bits"))
 
     if "storage" in checks:
@@ -447,9 +448,9 @@ def _storage(method, target, n_steps, small, state) -> CheckResult:
     draws = _run(method, target, n_steps, **small)
     final = _run(method, target, n_steps, storage="final", **small)
     moments = _run(method, target, n_steps, storage="moments", **small)
-    theta = draws["posterior"]["theta"].values
+    theta = flat_draws(draws)
     problems = []
-    if not _same(final["posterior"]["theta"].values, theta[:, -1:]):
+    if not _same(flat_draws(final), theta[:, -1:]):
         problems.append("the 'final' draw is not the last draw")
     if not _same(_final_state(final, state), _final_state(draws, state)):
         problems.append("the final states differ between storage modes")
@@ -478,7 +479,7 @@ def _replay(method: Method, target, n_steps, small) -> CheckResult:
     with tempfile.TemporaryDirectory() as tmp:
         path = write_result(first, Path(tmp) / "run.nc")
         again = replay(path, allow=allow)
-    same = _same(first["posterior"]["theta"].values, again["posterior"]["theta"].values)
+    same = _same(flat_draws(first), flat_draws(again))
     return CheckResult("replay", PASSED if same else FAILED, "a result written to disk replays with the same bits")
 
 

@@ -69,7 +69,7 @@ import types
 import numpy as np
 
 from .._jit import jit
-from ..rng import STATE_WORDS, standard_normal
+from ..rng import STATE_WORDS, integers, standard_normal
 from ._splice import splice
 
 NOTHING = -1
@@ -228,6 +228,95 @@ def chain_loop(move, update, kept_row=0):
     set to ``kept_row``, once per triple and process.
     """
     return splice(_chain_loop, {"_move": move, "_update": update}, jit(cache=False), {"KEPT_ROW": int(kept_row)})
+
+
+@jit(inline=True)
+def draw_batch(st, work, n_data, replace, out):
+    """Draw one minibatch of ``out.shape[0]`` indices into ``out`` from the stream ``st``.
+
+    The same draws, in the same order, as the compiled data targets of
+    :mod:`sgsim.targets.regression`: with replacement, ``integers(st, 0, N)`` each; without, a
+    partial Fisher-Yates shuffle of the chain's permutation buffer ``work``.
+    """
+    n = out.shape[0]
+    if replace:
+        for j in range(n):
+            out[j] = integers(st, 0, n_data)
+    else:
+        for j in range(n):
+            r = j + integers(st, 0, n_data - j)
+            i = work[r]
+            work[r] = work[j]
+            work[j] = i
+            out[j] = i
+
+
+def _vector_step(state, rngs, works, failed, grads, points, batch, n_data, replace, alpha, consts, noise, k0, j,
+                 a_next, bound, store, out, count, mean, m2, injected, update_now, move_next):  # fmt: skip
+    # one step of every chain whose gradient was computed outside (all chains in one call):
+    # the update half of step j with the given gradients, then the move half of the next step
+    # and the next minibatch, whose gradient the caller computes at ``points`` next
+    n_chains, n_state, d = state.shape
+    sd, basis_t, rotate, any_noise = noise
+    e = np.empty(d)
+    z = np.empty(d)
+    delta = np.empty(d)
+    for c in range(n_chains):
+        if failed[c] >= 0:
+            continue
+        x = state[c]
+        theta = x[0]
+        kept = x[KEPT_ROW]
+        st = rngs[c]
+        if update_now:
+            inj = injected[c]
+            drawn = inj.shape[0] == 0
+            g = grads[c]
+            a = alpha[j]
+            noisy = any_noise[j]
+            if noisy:
+                dst = e if rotate else z
+                for i in range(d):
+                    dst[i] = sd[j, i] * (standard_normal(st) if drawn else inj[j, i])
+                if rotate:
+                    for i in range(d):
+                        z[i] = 0.0
+                    for m in range(d):
+                        em = e[m]
+                        for i in range(d):
+                            z[i] += basis_t[m, i] * em
+            k = k0 + j
+            _update(x, theta, g, z, noisy, a, k, consts)
+            ok = True
+            for i in range(d):
+                ok = ok and abs(theta[i]) <= bound
+            for r in range(1, n_state):
+                for i in range(d):
+                    ok = ok and math.isfinite(x[r, i])
+            if not ok:
+                failed[c] = k
+                continue
+            s = store[j]
+            if s >= 0:
+                for i in range(d):
+                    out[c, s, i] = kept[i]
+            elif s == MOMENTS:
+                welford_update(kept, count, mean, m2, c, delta)
+        if move_next:
+            a = a_next
+            _move(x, theta, a, consts)
+            for i in range(d):
+                points[c, i] = theta[i]
+            if batch.shape[1] > 0:
+                draw_batch(st, works[c], n_data, replace, batch[c])
+
+
+@functools.cache
+def vector_step(move, update, kept_row=0):
+    """The compiled step of independent chains whose gradients come from outside the loop:
+    :func:`_vector_step` with ``move`` and ``update`` written into it, once per triple and process.
+    """
+    return splice(_vector_step, {"_move": move, "_update": update}, jit(cache=False), {"KEPT_ROW": int(kept_row)})
 
 
 def _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats):

@@ -9,15 +9,26 @@ result file.
 from __future__ import annotations
 
 from .._validate import ParameterError
-from ._base import FACTORIES, Target, TargetExtras, TargetSpec, build, check_functions, from_reference
+from ._base import FACTORIES, Batched, Target, TargetExtras, TargetSpec, build, check_functions, from_reference
 from .exponential import exponential_mixture
 from .gaussian import linear_gaussian, ou_quadratic, standard_gaussian
 from .mixtures import gaussian_mixture, mixture_3x3, mixture_25
+from .model import model
+from .parameters import Parameters, interval, lower, ordered, positive, real, upper
 from .regression import data_target, linear_regression, logistic_regression, softmax_regression
 
 __all__ = [
     "Target",
     "TargetSpec",
+    "Batched",
+    "model",
+    "Parameters",
+    "real",
+    "positive",
+    "lower",
+    "upper",
+    "interval",
+    "ordered",
     "TargetExtras",
     "FACTORIES",
     "build",

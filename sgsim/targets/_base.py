@@ -17,7 +17,17 @@ from .. import rng as _rng
 from .._jit import is_compiled, jit
 from .._validate import ParameterError, ParameterTypeError, finite_array, integer, spd_matrix
 
-__all__ = ["Target", "TargetSpec", "TargetExtras", "FACTORIES", "factory", "build", "check_functions", "from_reference"]
+__all__ = [
+    "Target",
+    "TargetSpec",
+    "TargetExtras",
+    "Batched",
+    "FACTORIES",
+    "factory",
+    "build",
+    "check_functions",
+    "from_reference",
+]
 
 
 class TargetExtras(TypedDict, total=False):
@@ -104,9 +114,58 @@ def _stochastic_grad_u_draws(stochastic_grad_u, params, theta, state, work, out)
 # the default divergence bound: BOUND_FACTOR times the reach, spreads counted REACH_SDS times
 _REACH_SDS = 10.0
 _BOUND_FACTOR = 10.0
+# the reach of a log-density target that knows nothing of its spread (a bound of 1e4)
+_UNKNOWN_REACH = 1e3
 
 _NO_WORKSPACE = np.zeros(0, dtype=np.int64)
 _NO_WORKSPACE.flags.writeable = False
+
+
+@dataclass(frozen=True, eq=False)
+class Batched:
+    """A target's functions of all chains at once, for targets whose gradient is not compiled.
+
+    Log densities differentiated by JAX or PyTorch, or a vectorised NumPy gradient
+    (:func:`sgsim.targets.model`), are evaluated for every chain (or particle) in one call per
+    step: the run driver advances the chains' steps in a compiled loop between the calls.
+
+    Attributes
+    ----------
+    grad_u : callable
+        ``grad_u(theta, batch) -> ndarray (C, d)``: the gradient of ``U`` at each row of
+        ``theta`` (float64, shape ``(C, d)``). ``batch`` is None for the exact gradient, or an
+        int64 array ``(C, n)`` of each chain's minibatch (indices into the data), for the
+        minibatch estimate ``grad U_prior + (N / n) sum_{i in batch} grad U_i``.
+    log_density : callable
+        ``log_density(theta) -> ndarray (C,)``, the log density (up to a constant).
+    n_data : int
+        ``N``, the number of examples of the data likelihood (0: no data likelihood).
+    batch_size : int
+        ``n``, the minibatch of each step (0: the exact gradient at every step).
+    replace : bool
+        Whether minibatches are drawn with replacement.
+    backend : str
+        ``"jax"``, ``"torch"`` or ``"numpy"``.
+    named : callable or None
+        ``named(u) -> dict``: the parameters and derived quantities of draws ``u``
+        (shape ``(..., d)``) by name, on their constrained scale.
+    key : tuple
+        What identifies the functions and their data, for :meth:`Target.fingerprint`.
+    """
+
+    grad_u: Callable
+    log_density: Callable
+    n_data: int = 0
+    batch_size: int = 0
+    replace: bool = False
+    backend: str = "numpy"
+    named: Callable | None = None
+    key: tuple = ()
+
+    @property
+    def stochastic(self) -> bool:
+        """Whether each step draws a minibatch."""
+        return self.batch_size > 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,6 +220,14 @@ class Target:
     spec : TargetSpec or None
         How the target was built, so that a run can be replayed from its result file; set by
         every constructor of :mod:`sgsim.targets`, None for a target built by hand.
+    batched : Batched or None
+        For a target whose gradient is computed for all chains at once (a log density with
+        automatic gradients, :func:`sgsim.targets.model`); ``grad_u`` and ``log_density_fn``
+        are then None.
+    parameters : Parameters or None
+        The names, shapes and transforms of the parameters that ``theta`` holds
+        (:class:`sgsim.targets.Parameters`): a run's result then holds each by its name, on
+        its constrained scale.
     """
 
     name: str
@@ -180,15 +247,21 @@ class Target:
     stochastic_grad_u: Callable | None = None
     workspace: np.ndarray = field(default_factory=lambda: _NO_WORKSPACE)
     spec: TargetSpec | None = None
+    batched: Batched | None = None
+    parameters: Any = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ParameterTypeError("name", f"name must be a non-empty string, got {self.name!r}")
         d = integer("dim", self.dim, low=1)
         object.__setattr__(self, "dim", d)
+        if self.parameters is not None and getattr(self.parameters, "dim", None) != d:
+            raise ParameterError(
+                "parameters", f"the parameters hold {getattr(self.parameters, 'dim', '?')} values, and dim = {d}"
+            )
         for attr in ("grad_u", "log_density_fn", "stochastic_grad_u"):
             value = getattr(self, attr)
-            if attr == "stochastic_grad_u" and value is None:
+            if value is None and (attr == "stochastic_grad_u" or self.batched is not None):
                 continue
             if not is_compiled(value):
                 raise ParameterTypeError(
@@ -232,8 +305,21 @@ class Target:
             work = work.copy()
             work.flags.writeable = False
             object.__setattr__(self, "workspace", work)
-        if not _TRUSTED.get():
+        if not _TRUSTED.get() and self.batched is None:
             check_functions(self)
+
+    def named(self, theta) -> dict[str, np.ndarray]:
+        """The parameters (and derived quantities) at ``theta`` (shape ``(..., d)``) by name.
+
+        Each on its constrained scale, of shape ``theta.shape[:-1] + shape``; a target that
+        declares no names gives ``{"theta": theta}``.
+        """
+        theta = np.asarray(theta, dtype=np.float64)
+        if self.batched is not None and self.batched.named is not None:
+            return self.batched.named(theta)
+        if self.parameters is not None:
+            return self.parameters.named(theta)
+        return {"theta": theta}
 
     def new_workspace(self) -> np.ndarray:
         """A fresh copy of ``workspace``: the per-chain buffer of ``stochastic_grad_u``."""
@@ -310,6 +396,9 @@ class Target:
         steps can pull it back before a non-finite check sees anything.
         """
         reach = float(max(np.max(np.abs(self.init_low)), np.max(np.abs(self.init_high))))
+        if self.batched is not None and self.mean is None and self.mode_centres is None:
+            # a log density of one's own: its initial box says nothing of where its mass is
+            reach = max(reach, _UNKNOWN_REACH)
 
         def widen(loc, sd):
             nonlocal reach
@@ -360,6 +449,9 @@ class Target:
 
         for fn in (self.grad_u, self.log_density_fn, self.stochastic_grad_u):
             feed(getattr(getattr(fn, "py_func", fn), "__qualname__", repr(fn)))
+        if self.batched is not None:
+            b = self.batched
+            feed((b.backend, b.n_data, b.batch_size, b.replace, b.key))
         feed((self.dim, self.params, self.grad_noise_cov, self.init_low, self.init_high, self.workspace))
         return h.hexdigest()[:32]
 
@@ -367,6 +459,9 @@ class Target:
         """Log density at each row of ``x`` (shape ``(n, d)`` or ``(d,)``)."""
         x = np.asarray(x, dtype=np.float64)
         flat = np.ascontiguousarray(x.reshape(-1, self.dim))
+        if self.batched is not None:
+            out = np.asarray(self.batched.log_density(flat), dtype=np.float64)
+            return out.reshape(x.shape[:-1]) if x.ndim > 1 else out[0]
         out = np.empty(flat.shape[0])
         _log_density_rows(self.log_density_fn, self.params, flat, out)
         return out.reshape(x.shape[:-1]) if x.ndim > 1 else out[0]
@@ -375,6 +470,8 @@ class Target:
         """Exact gradient of ``U`` at each row of ``x`` (shape ``(n, d)`` or ``(d,)``)."""
         x = np.asarray(x, dtype=np.float64)
         flat = np.ascontiguousarray(x.reshape(-1, self.dim))
+        if self.batched is not None:
+            return np.asarray(self.batched.grad_u(flat, None), dtype=np.float64).reshape(x.shape)
         out = np.empty_like(flat)
         _grad_u_rows(self.grad_u, self.params, flat, out)
         return out.reshape(x.shape)
