@@ -266,7 +266,10 @@ def _numpy_backend(layout, log_density, grad_log_density, data, derived):
 
     def lp(theta):
         values, lj = layout.constrain(theta, NUMPY_OPS)
-        return np.asarray(call(log_density, values), dtype=np.float64) + lj
+        out = np.asarray(call(log_density, values))
+        if out.dtype.kind == "c":
+            raise ParameterTypeError("log_density", f"log_density returned complex values ({out.ravel()[:3]})")
+        return out.astype(np.float64) + lj
 
     def grad_u(theta, batch):
         values, _ = layout.constrain(theta, NUMPY_OPS)
@@ -445,8 +448,11 @@ def model(
             "log_density", f"the gradient is not finite at the initial point {_at(points[bad], layout)}"
         )
     if derived is not None:
-        extra = layout.named(points, b.derive)
-        layout.check_derived({k: v for k, v in extra.items() if k not in layout.shapes})
+        values, _ = layout.constrain(points, NUMPY_OPS)
+        extra = (b.derive or derived)(values)
+        if not isinstance(extra, Mapping):
+            raise ParameterTypeError("derived", f"derived must return a dict name -> value, got {type(extra).__name__}")
+        layout.check_derived(extra)
 
     def named(u):
         return layout.named(u, b.derive)
