@@ -613,7 +613,7 @@ def _execute_batched_ensembles(run: Run, buf: _Buffers, inputs, n_blocks: int, p
     n_rep = buf.state.shape[0]
     L, d = run.member_shape
     n = fns.batch_size
-    cached = cached_ensemble_loop(alg.step, None, _buffered_gradient, type(consts))
+    cached = cached_ensemble_loop(alg.step, None, _buffered_gradient, type(consts))  # type: ignore[arg-type]
     loop = ensemble_loop(alg.step) if cached is None else cached
     gradients = (None, _buffered_gradient) if cached is None else (None, None)
     pair_shape = tuple(int(v) for v in alg.pair_shape(L, run.options))

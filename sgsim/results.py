@@ -156,7 +156,9 @@ def to_inference_data(out: RunOutput):
             for name, value in out.named.items():
                 axes = tuple(f"{name}_dim_{i}" for i in range(value.ndim - len(lead)))
                 named[name] = (lead + axes, value)
-                named_coords.update({axis: np.arange(n) for axis, n in zip(axes, value.shape[len(lead) :], strict=True)})
+                named_coords.update(
+                    {axis: np.arange(n) for axis, n in zip(axes, value.shape[len(lead) :], strict=True)}
+                )
             groups["posterior"] = xr.Dataset(named, coords={**named_coords, "draw": draw}, attrs=stamped)
             groups["unconstrained_posterior"] = flat
         stats: dict[str, tuple] = {}

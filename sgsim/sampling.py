@@ -91,6 +91,7 @@ def sample(
     log_density=False,
     backend="cpu",
     precision=None,
+    check_gradient=0,
     **options,
 ):
     """Run ``n_chains`` replicas of ``method`` on ``target``.
@@ -154,6 +155,12 @@ def sample(
     log_density : bool
         Also record ``sample_stats["lp"]``, the target's log density at every draw (off by
         default: on the 25-Gaussian mixture it costs more than the sampling itself).
+    check_gradient : int
+        After the run, check the target's gradient against finite differences of its log
+        density (:func:`sgsim.targets.check_gradient`) at this many kept draws (the final
+        states for ``storage="final"`` or ``"moments"``), spread over the healthy chains: a
+        gradient that is wrong only where the chains went is named, with the parameter and
+        the point. 0 (default): no check.
     backend : {"cpu", "gpu", "gpu-host"}
         Where the chains run: the compiled CPU kernels (default); ``"gpu"``, one CUDA thread
         per chain (:mod:`sgsim.gpu`; needs ``pip install "sgsim[gpu]"`` and a CUDA device), for
@@ -233,6 +240,7 @@ def sample(
         raise ParameterError("on_divergence", f"on_divergence must be 'raise' or 'mark', got {on_divergence!r}")
     n_threads = numba.get_num_threads() if n_threads is None else integer("n_threads", n_threads, low=1)
     log_density = boolean("log_density", log_density)
+    check_gradient = integer("check_gradient", check_gradient, low=0)
     tgt, alg = run.target, run.method.algorithm
     member = run.member_shape
     lead = (n_chains,)
@@ -299,6 +307,8 @@ def sample(
     reasons = {c: _divergence_reason(buf.state[c], run.divergence_bound) for c in failed}
     if failed and on_divergence == "raise":
         raise DivergenceError(failed, run.method.name, tgt.name, reasons)
+    if check_gradient:
+        _check_gradient_at_draws(run, buf, check_gradient)
     if failed:
         warnings.warn(str(DivergenceError(failed, run.method.name, tgt.name, reasons)), RuntimeWarning, stacklevel=2)
     if alg.report is not None:
@@ -307,6 +317,19 @@ def sample(
             warnings.warn(note, RuntimeWarning, stacklevel=2)
     where = (backend, precision, device)
     return _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_density, init, init_velocity, where)
+
+
+def _check_gradient_at_draws(run: Run, buf, n: int) -> None:
+    """The gradient check at ``n`` kept draws (or final states) of the healthy chains."""
+    from .targets import check_gradient
+
+    healthy = buf.failed < 0
+    kept = buf.out if run.storage == "draws" else buf.state[:, run.method.algorithm.kept_row][:, None]
+    points = kept[healthy].reshape(-1, run.target.dim)
+    points = points[np.all(np.isfinite(points), axis=1)]
+    if points.shape[0]:
+        which = np.unique(np.linspace(0, points.shape[0] - 1, min(n, points.shape[0])).astype(np.int64))
+        check_gradient(run.target, points[which], coords=run.target.dim)
 
 
 def _check_backend(run: Run, backend, precision) -> tuple[str, str]:

@@ -188,7 +188,8 @@ def test_eight_schools_reads_by_name_in_arviz_and_replays_in_a_fresh_process(tmp
     sgsim.io.write_result(result, path)
     code = (
         "import sys, numpy as np, sgsim; r = sgsim.replay(sys.argv[1], allow=['user_models']); "
-        "ok = np.array_equal(r.posterior['tau'].values, sgsim.io.read_result(sys.argv[1]).posterior['tau'].values); print(ok)"
+        "old = sgsim.io.read_result(sys.argv[1]); "
+        "print(np.array_equal(r.posterior['tau'].values, old.posterior['tau'].values))"
     )
     env = {**os.environ, "PYTHONPATH": str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=300)
@@ -295,3 +296,36 @@ def test_bad_models_are_named_before_any_work():
         model(lambda v: 0.0, parameters={"a b": ()})
     with pytest.raises(ParameterError, match="backend"):
         model(lambda v: 0.0, parameters={"a": ()}, backend="stan")
+
+
+def test_a_numpy_gradient_wrong_beyond_the_initial_box_is_named_with_its_parameter():
+    def log_p(v):
+        return -0.5 * np.sum(v["a"] ** 2, axis=-1) - 0.5 * v["b"] ** 2
+
+    def grad_log_p(v):
+        # right inside the initial box [-2, 2], a factor 2 off beyond it
+        b = v["b"]
+        return {"a": -v["a"], "b": np.where(np.abs(b) < 2.0, -b, -2.0 * b)}
+
+    with pytest.raises(sgsim._validate.ParameterError, match=r"in b \(coordinate 2\) at theta"):
+        model(log_p, parameters={"a": 2, "b": ()}, backend="numpy", grad_log_density=grad_log_p)
+
+
+def test_the_gradient_is_checked_at_kept_draws_when_asked():
+    # a banana whose numba gradient is right near the origin only: the draws go where it is not
+    from user_banana import banana, log_density
+
+    @sgsim.jit
+    def near_only(theta, params, out):
+        b = params[0]
+        r = theta[1] - b * theta[0] ** 2
+        out[0] = theta[0] - 2.0 * b * theta[0] * r
+        out[1] = r if theta[1] < 4.0 else 1.5 * r
+
+    sgsim.targets.Target  # noqa: B018  (built through the user's constructor below)
+    target = banana(grad=near_only, init_low=[-1.0, -1.0], init_high=[1.0, 1.0], mean=None, second_moment=None)
+    del log_density
+    result = sgsim.sample(target, "sgld", 3000, step_size=0.05, n_chains=4, seed=1, check_gradient=0)
+    assert np.nanmax(result.posterior["theta"].values[..., 1]) > 4.0
+    with pytest.raises(sgsim._validate.ParameterError, match=r"theta\[1\] \(coordinate 1\)"):
+        sgsim.sample(target, "sgld", 3000, step_size=0.05, n_chains=4, seed=1, check_gradient=200)

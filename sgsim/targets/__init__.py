@@ -9,7 +9,19 @@ result file.
 from __future__ import annotations
 
 from .._validate import ParameterError
-from ._base import FACTORIES, Batched, Target, TargetExtras, TargetSpec, build, check_functions, from_reference
+from . import posteriordb
+from ._base import (
+    FACTORIES,
+    Batched,
+    Target,
+    TargetExtras,
+    TargetSpec,
+    build,
+    check_functions,
+    check_gradient,
+    check_points,
+    from_reference,
+)
 from .exponential import exponential_mixture
 from .gaussian import linear_gaussian, ou_quadratic, standard_gaussian
 from .mixtures import gaussian_mixture, mixture_3x3, mixture_25
@@ -22,6 +34,7 @@ __all__ = [
     "TargetSpec",
     "Batched",
     "model",
+    "posteriordb",
     "Parameters",
     "real",
     "positive",
@@ -33,6 +46,8 @@ __all__ = [
     "FACTORIES",
     "build",
     "check_functions",
+    "check_gradient",
+    "check_points",
     "from_reference",
     "get",
     "TARGETS",

@@ -26,6 +26,8 @@ __all__ = [
     "factory",
     "build",
     "check_functions",
+    "check_gradient",
+    "check_points",
     "from_reference",
 ]
 
@@ -232,8 +234,8 @@ class Target:
 
     name: str
     dim: int
-    grad_u: Callable
-    log_density_fn: Callable
+    grad_u: Callable | None
+    log_density_fn: Callable | None
     params: tuple
     grad_noise_cov: np.ndarray = None  # type: ignore[assignment]  # None: zeros, set in __post_init__
     init_low: np.ndarray = None  # type: ignore[assignment]  # None: -1 in every coordinate
@@ -540,30 +542,130 @@ def _typing_error(name: str, signature: str, target: Target, exc: Exception) -> 
     )
 
 
+def check_points(target: Target, n: int = _CHECK_POINTS, seed: int = _CHECK_SEED) -> np.ndarray:
+    """Points at which a target's gradient is checked: in its initial box and where its mass is.
+
+    ``n`` points uniform in the initial box; ``n`` more uniform in the box widened to four times
+    its half-width about its centre; and, where the target declares where its mass lies,
+    ``n`` points at three of its standard deviations from its mean (``mean`` and
+    ``second_moment``), from random mode centres at three mode standard deviations, or from a
+    Gaussian prior at three prior standard deviations. A gradient that is wrong only outside
+    the initial box is seen at those.
+    """
+    d = target.dim
+    rng = np.random.default_rng(seed)
+    lo, hi = target.init_low, target.init_high
+    centre, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
+    points = [rng.uniform(lo, hi, size=(n, d)), centre + 4.0 * half * rng.uniform(-1.0, 1.0, size=(n, d))]
+    if target.mean is not None and target.second_moment is not None:
+        sd = np.sqrt(np.clip(np.diag(target.second_moment) - target.mean**2, 0.0, None))
+        points.append(target.mean + 3.0 * sd * rng.choice([-1.0, 1.0], size=(n, d)) * rng.uniform(0.5, 1.0, (n, d)))
+    elif target.mode_centres is not None:
+        k = target.mode_centres.shape[0]
+        sd = np.ones(k) if target.mode_sd is None else target.mode_sd
+        which = rng.integers(0, k, size=n)
+        points.append(target.mode_centres[which] + 3.0 * sd[which, None] * rng.uniform(-1.0, 1.0, size=(n, d)))
+    elif target.extras.get("prior_precision") is not None:
+        prec = np.asarray(target.extras["prior_precision"], float)
+        sd = 1.0 / np.sqrt(np.diag(prec) if prec.ndim == 2 else prec)
+        loc = np.broadcast_to(np.asarray(target.extras.get("prior_mean", 0.0), float), (d,))
+        points.append(loc + 3.0 * sd * rng.uniform(-1.0, 1.0, size=(n, d)))
+    out = np.concatenate(points)
+    return out[np.all(np.isfinite(out), axis=1)]
+
+
+def _coordinate(target: Target, i: int) -> str:
+    return target.parameters.coordinate(int(i)) if target.parameters is not None else f"theta[{int(i)}]"
+
+
+def check_gradient(target: Target, points=None, *, coords: int = _CHECK_COORDS, seed: int = _CHECK_SEED) -> None:
+    """Check the target's gradient against finite differences of its log density at ``points``.
+
+    Parameters
+    ----------
+    target : Target
+        A compiled target, or one with batched functions (:func:`sgsim.targets.model`).
+    points : array_like, shape (n, d), optional
+        Where to look (e.g. kept draws of a run); :func:`check_points` by default.
+    coords : int
+        Coordinates checked per point (chosen at random with ``seed``; all when ``d`` is
+        smaller).
+
+    Raises
+    ------
+    ParameterError
+        Naming the function, the coordinate (by the parameter's name where the target
+        declares names) and the point. The tolerance is ten times the difference quotient's
+        own error, estimated from the quotients at steps ``h`` and ``h/2`` (their difference
+        is three times the truncation error of the second) plus its rounding error
+        ``8 eps (|U| + 1) / h``, plus ``1e-7 (1 + |g|)``: a correct gradient passes, a sign
+        error, a wrong factor or a gradient of ``log p`` instead of ``U = -log p`` does not.
+    """
+    d = target.dim
+    pts = check_points(target) if points is None else np.asarray(points, dtype=np.float64).reshape(-1, d)
+    rng = np.random.default_rng(seed)
+    eps = np.finfo(np.float64).eps
+    what = "grad_u" if target.batched is None else "the gradient"
+    for x in pts:
+        if not np.all(np.isfinite(x)):
+            continue
+        out = np.asarray(target.gradient(x), dtype=np.float64)
+        where = f"theta = {np.array2string(x, precision=4)}"
+        if not np.all(np.isfinite(out)):
+            bad = int(np.argwhere(~np.isfinite(out))[0, 0])
+            raise ParameterError(what, f"{what} is not finite in {_coordinate(target, bad)} at {where}")
+
+        def u(z):
+            value = float(target.log_density(z))
+            if not np.isfinite(value):
+                raise ParameterError(
+                    "log_density_fn", f"the log density is not finite at {np.array2string(z, precision=4)}"
+                )
+            return -value
+
+        u0 = u(x.copy())
+        for i in rng.choice(d, size=min(d, coords), replace=False):
+            h = 1e-4 * max(1.0, abs(x[i]))
+
+            def quotient(step, i=i, x=x):
+                up, down = x.copy(), x.copy()
+                up[i] += step
+                down[i] -= step
+                return (u(up) - u(down)) / (2.0 * step)
+
+            coarse, fine = quotient(h), quotient(h / 2)
+            tol = 10.0 * (abs(coarse - fine) / 3.0 + 8.0 * eps * (abs(u0) + 1.0) / h) + 1e-7 * (1.0 + abs(out[i]))
+            if not abs(out[i] - fine) <= tol:
+                raise ParameterError(
+                    what,
+                    f"{what} disagrees with the finite differences of the log density in {_coordinate(target, i)} "
+                    f"(coordinate {i}) at {where}: it gives dU/d{_coordinate(target, i)} = {out[i]:.6g}, the "
+                    f"differences {fine:.6g} (tolerance {tol:.2g}). It must be the gradient of U = -log p",
+                )
+
+
 def check_functions(target: Target) -> None:
     """Check a target's compiled functions against each other; raise naming what is wrong.
 
-    Run when a target is built by hand (:class:`Target`), at a few points drawn (with a fixed
-    seed) from its initial box:
+    Run when a target is built by hand (:class:`Target`):
 
     1. ``grad_u(theta, params, out)`` and ``log_density_fn(theta, params)`` can be called with
        float64 arrays of shape ``(d,)`` (a wrong signature or ``dim`` names the function);
     2. ``grad_u`` writes a finite value into every entry of ``out`` (one that returns its
        result instead of writing it leaves ``out`` untouched) and ``log_density_fn`` returns
        a finite number;
-    3. ``grad_u`` agrees with central differences of ``-log_density_fn`` in up to eight
-       coordinates per point. The tolerance is ten times the difference quotient's own
-       error, estimated from the quotients at steps ``h`` and ``h/2`` (their difference is
-       three times the truncation error of the second) plus its rounding error
-       ``8 eps (|U| + 1) / h``, plus ``1e-7 (1 + |g|)``: a correct gradient passes, a sign
-       error, a wrong factor or a gradient of ``log p`` instead of ``U = -log p`` does not;
+    3. ``grad_u`` agrees with central differences of ``-log_density_fn``
+       (:func:`check_gradient`) at the points of :func:`check_points`: in the initial box,
+       in a box four times as wide, and at three standard deviations of the target's
+       declared spread, where it declares one;
     4. a ``stochastic_grad_u`` can be called and writes a finite value.
     """
+    if target.grad_u is None or target.log_density_fn is None:
+        check_gradient(target)
+        return
     d = target.dim
-    rng = np.random.default_rng(_CHECK_SEED)
-    points = rng.uniform(target.init_low, target.init_high, size=(_CHECK_POINTS, d))
-    eps = np.finfo(np.float64).eps
-    for x in points:
+    points = check_points(target)
+    for x in points[:_CHECK_POINTS]:
         out = np.full(d, np.nan)
         try:
             returned = target.grad_u(x.copy(), target.params, out)
@@ -577,41 +679,20 @@ def check_functions(target: Target) -> None:
                 f"{np.array2string(x, precision=4)}"
                 f"{said}",
             )
-
-        def u(z):
-            try:
-                value = target.log_density_fn(z, target.params)
-            except Exception as exc:
-                raise _typing_error("log_density_fn", "(theta, params) -> float", target, exc) from None
-            if not isinstance(value, (float, int, np.floating, np.integer)) or not np.isfinite(value):
-                raise ParameterError(
-                    "log_density_fn",
-                    f"log_density_fn(theta, params) must return a finite number, got {value!r} "
-                    f"at theta = {np.array2string(z, precision=4)}",
-                )
-            return -float(value)
-
-        u0 = u(x.copy())
-        coords = rng.choice(d, size=min(d, _CHECK_COORDS), replace=False)
-        for i in coords:
-            h = 1e-4 * max(1.0, abs(x[i]))
-
-            def quotient(step, i=i, x=x):
-                up, down = x.copy(), x.copy()
-                up[i] += step
-                down[i] -= step
-                return (u(up) - u(down)) / (2.0 * step)
-
-            coarse, fine = quotient(h), quotient(h / 2)
-            tol = 10.0 * (abs(coarse - fine) / 3.0 + 8.0 * eps * (abs(u0) + 1.0) / h) + 1e-7 * (1.0 + abs(out[i]))
-            if not abs(out[i] - fine) <= tol:
-                raise ParameterError(
-                    "grad_u",
-                    f"grad_u disagrees with the finite differences of -log_density_fn in coordinate {i} at theta = "
-                    f"{np.array2string(x, precision=4)}: grad_u gives {out[i]:.6g}, "
-                    f"-d log p / d theta_{i} = {fine:.6g} "
-                    f"(tolerance {tol:.2g}). grad_u must be the gradient of U = -log p, written into out",
-                )
+        try:
+            value = target.log_density_fn(x.copy(), target.params)
+        except Exception as exc:
+            raise _typing_error("log_density_fn", "(theta, params) -> float", target, exc) from None
+        if not isinstance(value, (float, int, np.floating, np.integer)) or not np.isfinite(value):
+            raise ParameterError(
+                "log_density_fn",
+                f"log_density_fn(theta, params) must return a finite number, got {value!r} "
+                f"at theta = {np.array2string(x, precision=4)}",
+            )
+    try:
+        check_gradient(target, points)
+    except ParameterError as exc:
+        raise ParameterError("grad_u", str(exc).replace("the gradient", "grad_u")) from None
     if target.stochastic_grad_u is not None:
         from .. import rng as _rng
 

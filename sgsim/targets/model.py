@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .._validate import ParameterError, ParameterTypeError, boolean, integer
-from ._base import Batched, Target
+from ._base import Batched, Target, check_gradient
 from .parameters import NUMPY_OPS, Ops, Parameters
 
 __all__ = ["model", "BACKENDS", "jax_ops", "torch_ops"]
@@ -120,7 +120,7 @@ def _rows(data: dict[str, np.ndarray]) -> int:
         )
     if len(set(lengths.values())) != 1:
         raise ParameterError("data", f"the data arrays must have the same number of rows (examples), got {lengths}")
-    return next(iter(lengths.values()))
+    return int(next(iter(data.values())).shape[0])
 
 
 def _scalar(value, where: str, point: np.ndarray, layout: Parameters) -> float:
@@ -447,6 +447,11 @@ def model(
         raise ParameterError(
             "log_density", f"the gradient is not finite at the initial point {_at(points[bad], layout)}"
         )
+    if backend == "numpy":
+        # a gradient of one's own is checked against the log density, in the box and beyond
+        probe = Target(name, d, None, None, (), init_low=np.full(d, lo), init_high=np.full(d, hi),
+                       batched=Batched(b.grad_u, b.log_density), parameters=layout)  # fmt: skip
+        check_gradient(probe)
     if derived is not None:
         values, _ = layout.constrain(points, NUMPY_OPS)
         extra = (b.derive or derived)(values)

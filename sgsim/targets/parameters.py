@@ -1,4 +1,4 @@
-"""Named, shaped parameters and the transforms that map them to an unconstrained vector.
+r"""Named, shaped parameters and the transforms that map them to an unconstrained vector.
 
 A sampler moves one flat vector ``u`` in ``R^d``. A model names its parameters and their
 shapes (``mu``, ``tau``, ``theta[8]``); those with a constrained support (a positive scale, a
@@ -6,7 +6,7 @@ probability, an increasing vector) get a *transform* ``x = T(u)`` from the real 
 their support. The density the sampler sees is then the model's density on ``x`` times the
 Jacobian of ``T``:
 
-.. math:: \\log \\tilde p(u) = \\log p(T(u)) + \\log |\\det \\partial T / \\partial u| ,
+.. math:: \log \tilde p(u) = \log p(T(u)) + \log |\det \partial T / \partial u| ,
 
 so that draws of ``u`` mapped through ``T`` follow ``p``. The transforms are the usual ones of
 probabilistic programming (and those of the Stan models the reference posteriors are ported
@@ -353,10 +353,7 @@ class Parameters:
             piece = u[..., sl]
             t = self.transforms.get(name)
             if t is not None:
-                if t.kind == "ordered":
-                    piece, lj = t.forward(piece, ops)
-                else:
-                    piece, lj = t.forward(piece, ops)
+                piece, lj = t.forward(piece, ops)
                 log_jac = lj if log_jac is None else log_jac + lj
             values[name] = piece.reshape(lead + shape)
         if log_jac is None:
@@ -368,7 +365,7 @@ class Parameters:
         u = np.asarray(u, dtype=np.float64)
         lead = u.shape[:-1]
         out = np.empty_like(u)
-        for name, shape in self.shapes.items():
+        for name in self.shapes:
             sl = self.slices[name]
             g = np.asarray(grads[name], dtype=np.float64).reshape(lead + (sl.stop - sl.start,))
             t = self.transforms.get(name)
