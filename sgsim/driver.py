@@ -539,7 +539,10 @@ def _draw_batches(rngs, works, n_data, replace, batch):
 
 def _gradients(fns, points: np.ndarray, batch: np.ndarray | None) -> np.ndarray:
     grads = fns.grad_u(points, batch)
-    return np.require(grads, np.float64, ("C", "W"))
+    # the loops only read the gradients: a backend's read-only buffer is taken as it is
+    if type(grads) is np.ndarray and grads.dtype == np.float64 and grads.flags.c_contiguous:
+        return grads
+    return np.ascontiguousarray(grads, dtype=np.float64)
 
 
 def _execute_batched(run: Run, buf: _Buffers, keeper: _Keeper, progress, injected=None, k_range=None):
@@ -579,27 +582,46 @@ def _execute_batched(run: Run, buf: _Buffers, keeper: _Keeper, progress, injecte
     points = np.empty((n_rep, d))
     batch = np.zeros((n_rep, n), np.int64)
     no_inj = np.zeros((n_rep, 0, d))
-    grads = np.zeros((n_rep, d))  # read by no chain before the first update
-    common = (buf.state, buf.rngs, buf.works, buf.failed)
-    moments = (buf.out, buf.count, buf.mean, buf.m2)
+    # read by no chain before the first update; as read-only as the backend's own, so that the
+    # loop is compiled for one kind of array
+    grads = np.zeros((n_rep, d))
+    probe = _gradients(fns, np.zeros((1, d)), None)
+    grads.flags.writeable = probe.flags.writeable
+    head = (buf.state, buf.rngs, buf.works, buf.failed)
     ahead = inputs(0)
     if ahead is None:
         return
     k0, _, alpha, noise, store, inj = ahead
     # the first step's move and minibatch
-    step(*common, grads, points, batch, fns.n_data, fns.replace, alpha, consts, noise, k0, 0, alpha[0], bound,
-         store, *moments, no_inj, False, True)  # fmt: skip
+    step(*head, grads, points, batch, fns.n_data, fns.replace, alpha, consts, noise, k0, 0, alpha[0], bound,
+         store, buf.out, buf.count, buf.mean, buf.m2, no_inj, False, True)  # fmt: skip
+    grad_u, n_data, replace, out, count, mean, m2 = (
+        fns.grad_u,
+        fns.n_data,
+        fns.replace,
+        buf.out,
+        buf.count,
+        buf.mean,
+        buf.m2,
+    )
+    state, rngs, works, failed = head
+    minibatch = batch if n else None
     for i in range(len(starts)):
         k0, k1, alpha, noise, store, inj = ahead
         ahead = inputs(i + 1)
         inj = no_inj if inj is None else inj
         nb = alpha.shape[0]
+        # the step size of each step's move: the next step's, the next block's first at the end
+        a_next = np.empty(nb)
+        a_next[:-1] = alpha[1:]
+        a_next[-1] = ahead[2][0] if ahead is not None else 0.0
+        last_move = ahead is not None
         for j in range(nb):
-            grads = _gradients(fns, points, batch if n else None)
-            last = j == nb - 1
-            a_next = alpha[j + 1] if not last else (ahead[2][0] if ahead is not None else 0.0)
-            step(*common, grads, points, batch, fns.n_data, fns.replace, alpha, consts, noise, k0, j, a_next, bound,
-                 store, *moments, inj, True, not (last and ahead is None))  # fmt: skip
+            grads = grad_u(points, minibatch)
+            if not (type(grads) is np.ndarray and grads.dtype == np.float64 and grads.flags.c_contiguous):
+                grads = np.ascontiguousarray(grads, dtype=np.float64)
+            step(state, rngs, works, failed, grads, points, batch, n_data, replace, alpha, consts, noise, k0, j,
+                 a_next[j], bound, store, out, count, mean, m2, inj, True, j < nb - 1 or last_move)  # fmt: skip
         if progress is not None:
             progress.update((k1 - k0) * n_rep)
 
