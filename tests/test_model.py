@@ -329,3 +329,14 @@ def test_the_gradient_is_checked_at_kept_draws_when_asked():
     assert np.nanmax(result.posterior["theta"].values[..., 1]) > 4.0
     with pytest.raises(sgsim._validate.ParameterError, match=r"theta\[1\] \(coordinate 1\)"):
         sgsim.sample(target, "sgld", 3000, step_size=0.05, n_chains=4, seed=1, check_gradient=200)
+
+
+def test_the_readme_first_example_is_a_log_density_and_runs_as_printed():
+    text = (HERE.parent / "README.md").read_text()
+    section = text[text.index("## Use") :]
+    start = section.index("```python") + len("```python")
+    code = section[start : section.index("```", start)]
+    assert "sgsim.model(" in code and "@sgsim.jit" not in code
+    scope: dict = {}
+    exec(compile(code, "<README>", "exec"), scope)  # noqa: S102  (the README's own example)
+    assert list(scope["az"].summary(scope["idata"], kind="stats").index) == ["y", "x[0]", "x[1]"]

@@ -144,7 +144,7 @@ def test_the_sgsim_script_finds_a_user_module_in_the_working_directory(tmp_path)
 
 def test_the_readme_banana_runs_as_printed():
     text = (TESTS.parent / "README.md").read_text()
-    section = text[text.index("### A target of your own") :]
+    section = text[text.index("### A compiled target of your own") :]
     start = section.index("```python") + len("```python")
     code = section[start : section.index("```", start)]
     assert len([line for line in code.splitlines() if line.strip()]) < 20  # lines of code
