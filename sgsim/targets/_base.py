@@ -153,6 +153,11 @@ class Batched:
         (shape ``(..., d)``) by name, on their constrained scale.
     key : tuple
         What identifies the functions and their data, for :meth:`Target.fingerprint`.
+    example_gradients : callable or None
+        With a data likelihood: ``example_gradients(theta) -> ndarray (N, d)``, the gradient
+        in ``theta`` (shape ``(d,)``) of each example's log likelihood, on the sampler's scale
+        (for the minibatch noise covariance,
+        :func:`sgsim.targets.regression.minibatch_gradient_covariance`).
     """
 
     grad_u: Callable
@@ -163,6 +168,7 @@ class Batched:
     backend: str = "numpy"
     named: Callable | None = None
     key: tuple = ()
+    example_gradients: Callable | None = None
 
     @property
     def stochastic(self) -> bool:

@@ -153,6 +153,7 @@ class _Backend:
     grad_u: Callable
     log_density: Callable
     derive: Callable | None
+    examples: Callable | None  # u (d,) -> (N, d): each example's log-likelihood gradient
 
 
 def _jax_backend(layout, log_density, log_prior, log_lik, data, n_data, batch_size, derived):
@@ -177,6 +178,11 @@ def _jax_backend(layout, log_density, log_prior, log_lik, data, n_data, batch_si
         prior = 0.0 if log_prior is None else log_prior(values)
         return prior + (n_data / batch_size) * jnp.sum(per) + lj
 
+    def example(u, row):
+        values, _ = layout.constrain(u, ops)
+        return log_lik(values, row)
+
+    per_example = jax.jit(jax.vmap(jax.grad(example), in_axes=(None, 0)))
     grad_full = jax.jit(jax.vmap(jax.grad(lambda u, a: -full(u, a)), in_axes=(0, None)))
     grad_mini = jax.jit(jax.vmap(jax.grad(lambda u, i, a: -minibatch(u, i, a)), in_axes=(0, 0, None)))
     lp = jax.jit(jax.vmap(full, in_axes=(0, None)))
@@ -187,6 +193,7 @@ def _jax_backend(layout, log_density, log_prior, log_lik, data, n_data, batch_si
         return np.asarray(grad_mini(theta, batch, arrays))
 
     b = _Backend()
+    b.examples = None if log_lik is None else (lambda u: np.asarray(per_example(jnp.asarray(u), arrays)))
     b.one = lambda u: full(jnp.asarray(u), arrays)
     b.grad_u = grad_u
     b.log_density = lambda theta: np.asarray(lp(theta, arrays))
@@ -222,6 +229,11 @@ def _torch_backend(layout, log_density, log_prior, log_lik, data, n_data, batch_
         prior = 0.0 if log_prior is None else log_prior(values)
         return prior + (n_data / batch_size) * torch.sum(per) + lj
 
+    def example(u, row):
+        values, _ = layout.constrain(u, ops)
+        return log_lik(values, row)
+
+    per_example = vmap(grad(example), in_dims=(None, 0))
     grad_full = vmap(grad(lambda u: -full(u)))
     grad_mini = vmap(grad(lambda u, i: -minibatch(u, i)))
     lp = vmap(full)
@@ -237,7 +249,12 @@ def _torch_backend(layout, log_density, log_prior, log_lik, data, n_data, batch_
         with torch.no_grad():
             return lp(torch.from_numpy(np.ascontiguousarray(theta))).numpy()
 
+    def examples(u):
+        with torch.no_grad():
+            return per_example(torch.from_numpy(np.asarray(u, dtype=np.float64)), arrays).numpy()
+
     b = _Backend()
+    b.examples = None if log_lik is None else examples
     b.one = lambda u: full(torch.from_numpy(np.asarray(u, dtype=np.float64))).detach().numpy()
     b.grad_u = grad_u
     b.log_density = log_density_rows
@@ -290,6 +307,7 @@ def _numpy_backend(layout, log_density, grad_log_density, data, derived):
         return -layout.pullback(theta, grads)
 
     b = _Backend()
+    b.examples = None
     b.one = lambda u: _numpy_one(lp, u)
     b.grad_u = grad_u
     b.log_density = lp
@@ -470,6 +488,7 @@ def model(
         replace=replace_batches,
         backend=backend,
         named=named,
+        example_gradients=b.examples,
         key=(
             tuple(_qualname(f) for f in (log_density, log_prior, log_lik, grad_log_density, derived)),
             layout.describe(),
