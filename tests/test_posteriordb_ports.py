@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import sgsim
 from sgsim.experiments.reference_posteriors import mala
+from sgsim.targets import posteriordb
 from sgsim.targets.posteriordb import POSTERIORS, compare, gold_draws, load_data
 
 jax = pytest.importorskip("jax")
@@ -304,3 +306,31 @@ def test_negative_control_a_port_without_a_jacobian_term_is_rejected():
     assert not result.ok
     label, stat, z = result.worst
     assert label == "alpha1" and abs(z) > 10, result.table()
+
+
+@pytest.mark.parametrize("name", [n for n in POSTERIORS if posteriordb.exchangeable_examples(n)])
+def test_the_minibatch_form_is_the_same_density(name):
+    # the port as a prior plus a sum over examples: the same log density (up to one constant)
+    # and the same exact gradient as the port's own log density
+    full = posteriordb.reference_posterior(name)
+    n_data = posteriordb.exchangeable_examples(name)
+    mini = posteriordb.reference_posterior(name, batch_size=max(1, n_data // 10))
+    u = full.parameters.unconstrain(posteriordb.gold_parameters(name))[0, :4]
+    diff = full.log_density(u) - mini.log_density(u)
+    assert np.ptp(diff) <= 1e-9 * (1.0 + np.max(np.abs(full.log_density(u))))
+    np.testing.assert_allclose(mini.gradient(u), full.gradient(u), rtol=1e-9, atol=1e-9)
+    assert mini.batched.batch_size == max(1, n_data // 10) and mini.batched.n_data == n_data
+
+
+def test_a_time_series_takes_no_minibatches_and_says_why():
+    with pytest.raises(sgsim._validate.ParameterError, match="exchangeable"):
+        posteriordb.reference_posterior("arK-arK", batch_size=10)
+
+
+def test_a_run_on_a_reference_posterior_replays_by_name(tmp_path):
+    target = posteriordb.reference_posterior("kidiq-kidscore_momiq", batch_size=40)
+    gold = target.parameters.unconstrain(posteriordb.gold_parameters("kidiq-kidscore_momiq"))[0, :3]
+    result = sgsim.sample(target, "sgld", 200, step_size=1e-6, n_chains=3, seed=4, init=gold)
+    path = sgsim.io.write_result(result, tmp_path / "kidiq.nc")
+    again = sgsim.replay(path)
+    assert np.array_equal(again.posterior["beta"].values, result.posterior["beta"].values)

@@ -37,7 +37,7 @@ from ._base import Target
 from .parameters import Parameters, interval
 from .posteriordb import POSTERIORS, gold_draws, load_data
 
-__all__ = ["build", "gold_parameters", "PORTS"]
+__all__ = ["build", "gold_parameters", "exchangeable_examples", "PORTS"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,11 @@ class _Port:
     derived: Callable | None = None
     # gold draws (constrained, Stan's names) -> the port's parameters, where they differ
     from_gold: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
+    # the same density as a prior and a sum over exchangeable examples, for minibatches:
+    # log_prior(values) and log_lik(values, row) over the rows of ``rows``
+    log_prior: Callable | None = None
+    log_lik: Callable | None = None
+    rows: dict[str, np.ndarray] | None = None
 
 
 def _floats(**arrays) -> dict[str, np.ndarray]:
@@ -98,11 +103,21 @@ def _blr(data) -> _Port:
             + norm.logpdf(d["y"], d["X"] @ v["beta"], v["sigma"]).sum()
         )
 
+    def log_prior(v):
+        return norm.logpdf(v["beta"], 0.0, 10.0).sum() + norm.logpdf(v["sigma"], 0.0, 10.0)
+
+    def log_lik(v, row):
+        return norm.logpdf(row["y"], row["x"] @ v["beta"], v["sigma"])
+
+    data_ = _floats(X=data["X"], y=data["y"])
     return _Port(
         log_density,
         parameters={"beta": int(data["D"]), "sigma": ()},
         transforms={"sigma": "positive"},
-        data=_floats(X=data["X"], y=data["y"]),
+        data=data_,
+        log_prior=log_prior,
+        log_lik=log_lik,
+        rows={"x": data_["X"], "y": data_["y"]},
     )
 
 
@@ -115,11 +130,21 @@ def _linear(y: np.ndarray, x: np.ndarray, sigma_prior: bool) -> _Port:
         out = norm.logpdf(d["y"], beta[0] + beta[1] * d["x"], sigma).sum()
         return (out + cauchy.logpdf(sigma, 0.0, 2.5)) if sigma_prior else out
 
+    def log_prior(v):
+        return cauchy.logpdf(v["sigma"], 0.0, 2.5) if sigma_prior else 0.0 * v["sigma"]
+
+    def log_lik(v, row):
+        return norm.logpdf(row["y"], v["beta"][0] + v["beta"][1] * row["x"], v["sigma"])
+
+    data = _floats(y=y, x=x)
     return _Port(
         log_density,
         parameters={"beta": 2, "sigma": ()},
         transforms={"sigma": "positive"},
-        data=_floats(y=y, x=x),
+        data=data,
+        log_prior=log_prior,
+        log_lik=log_lik,
+        rows=data,
     )
 
 
@@ -183,8 +208,7 @@ def _garch11(data) -> _Port:
             return var, var
 
         # sigma[1] = sigma1; sigma[t]^2 = alpha0 + alpha1 (y[t-1] - mu)^2 + beta1 sigma[t-1]^2
-        # sgsim.model's data checks turn a 0-d array into shape (1,): reshape either way
-        sigma1 = jnp.reshape(d["sigma1"], (1,))
+        sigma1 = jnp.reshape(d["sigma1"], (1,))  # the scalar datum as a vector of one
         _, var = jax.lax.scan(step, sigma1[0] ** 2, d["y"][:-1])
         sigma = jnp.concatenate([sigma1, jnp.sqrt(var)])
         # Stan's beta1 = (1 - alpha1) logit^{-1}(u) has log-Jacobian
@@ -227,11 +251,28 @@ def _low_dim_gauss_mix(data) -> _Port:
             + mix.sum()
         )
 
+    def log_prior(v):
+        return (
+            norm.logpdf(v["sigma"], 0.0, 2.0).sum()
+            + norm.logpdf(v["mu"], 0.0, 2.0).sum()
+            + beta_dist.logpdf(v["theta"], 5.0, 5.0)
+        )
+
+    def log_lik(v, row):
+        mu, sigma, theta = v["mu"], v["sigma"], v["theta"]
+        return jnp.logaddexp(
+            jnp.log(theta) + norm.logpdf(row["y"], mu[0], sigma[0]),
+            jnp.log1p(-theta) + norm.logpdf(row["y"], mu[1], sigma[1]),
+        )
+
     return _Port(
         log_density,
         parameters={"mu": 2, "sigma": 2, "theta": ()},
         transforms={"mu": "ordered", "sigma": "positive", "theta": interval(0.0, 1.0)},
         data=_floats(y=data["y"]),
+        log_prior=log_prior,
+        log_lik=log_lik,
+        rows=_floats(y=data["y"]),
     )
 
 
@@ -259,14 +300,28 @@ def _diamonds(data) -> _Port:
         # normal_id_glm_lpdf(Y | Xc, Intercept, b, sigma)
         return out + norm.logpdf(d["Y"], intercept + d["Xc"] @ b, sigma).sum()
 
+    def log_prior(v):
+        return (
+            norm.logpdf(v["b"], 0.0, 1.0).sum()
+            + student_t.logpdf(v["Intercept"], 3.0, 8.0, 10.0)
+            + student_t.logpdf(v["sigma"], 3.0, 0.0, 10.0)
+        )
+
+    def log_lik(v, row):
+        return norm.logpdf(row["Y"], v["Intercept"] + row["xc"] @ v["b"], v["sigma"])
+
     mx = means_X.copy()
+    y_ = np.asarray(data["Y"], dtype=np.float64)
     return _Port(
         log_density,
         parameters={"b": int(data["K"]) - 1, "Intercept": (), "sigma": ()},
         transforms={"sigma": "positive"},
-        data={"Y": np.asarray(data["Y"], dtype=np.float64), "Xc": Xc},
+        data={"Y": y_, "Xc": Xc},
         # generated quantities: the intercept of the uncentred design
         derived=lambda v: {"b_Intercept": v["Intercept"] - jnp.dot(jnp.asarray(mx), v["b"])},
+        log_prior=None if prior_only else log_prior,
+        log_lik=None if prior_only else log_lik,
+        rows=None if prior_only else {"Y": y_, "xc": Xc},
     )
 
 
@@ -334,11 +389,19 @@ def _nes(data) -> _Port:
         beta = v["beta"]
         return norm.logpdf(d["partyid7"], beta[0] + d["design"] @ beta[1:], v["sigma"]).sum()
 
+    def log_lik(v, row):
+        beta = v["beta"]
+        return norm.logpdf(row["partyid7"], beta[0] + row["design"] @ beta[1:], v["sigma"])
+
+    party = np.asarray(data["partyid7"], dtype=np.float64)
     return _Port(
         log_density,
         parameters={"beta": 9, "sigma": ()},
         transforms={"sigma": "positive"},
-        data={"partyid7": np.asarray(data["partyid7"], dtype=np.float64), "design": design},
+        data={"partyid7": party, "design": design},
+        log_prior=lambda v: 0.0 * v["sigma"],  # flat priors
+        log_lik=log_lik,
+        rows={"partyid7": party, "design": design},
     )
 
 
@@ -395,7 +458,7 @@ def gold_parameters(name: str) -> dict[str, np.ndarray]:
     return {k: np.asarray(values[k], dtype=np.float64) for k in p.parameters}
 
 
-def _target(name: str, p: _Port, gold: dict[str, np.ndarray] | None = None) -> Target:
+def _target(name: str, p: _Port, gold: dict[str, np.ndarray] | None = None, batch_size: int | None = None) -> Target:
     from .model import model
 
     layout = Parameters(p.parameters, p.transforms)
@@ -403,25 +466,46 @@ def _target(name: str, p: _Port, gold: dict[str, np.ndarray] | None = None) -> T
         gold = gold_draws(name)
         gold = gold if p.from_gold is None else p.from_gold(gold)
     flat = layout.unconstrain({k: gold[k] for k in p.parameters}).reshape(-1, layout.dim)
+    spread = {"name": name, "mean": flat.mean(axis=0), "sd": flat.std(axis=0, ddof=1)}
+    if batch_size is None:
+        return model(
+            p.log_density, parameters=p.parameters, transforms=p.transforms, data=p.data, derived=p.derived, **spread
+        )
+    if p.log_lik is None:
+        raise ParameterError(
+            "batch_size",
+            f"posterior {name!r} has no likelihood over exchangeable examples (a time series, a latent field, "
+            "or a handful of groups): it takes no minibatches",
+        )
     return model(
-        p.log_density,
+        log_lik=p.log_lik,
+        log_prior=p.log_prior,
         parameters=p.parameters,
         transforms=p.transforms,
-        data=p.data,
+        data=p.rows,
+        batch_size=batch_size,
         derived=p.derived,
-        name=name,
-        mean=flat.mean(axis=0),
-        sd=flat.std(axis=0, ddof=1),
+        **spread,
     )
 
 
-def build(name: str) -> Target:
+def exchangeable_examples(name: str) -> int:
+    """``N``, the examples of posterior ``name``'s likelihood that minibatches draw from (0: none)."""
+    p = port(name)
+    return 0 if p.rows is None else int(next(iter(p.rows.values())).shape[0])
+
+
+def build(name: str, batch_size: int | None = None) -> Target:
     """The target of reference posterior ``name``: its Stan model as a JAX log density.
 
     Parameters
     ----------
     name : str
         One of :data:`~sgsim.targets.posteriordb.POSTERIORS`.
+    batch_size : int, optional
+        For a posterior whose likelihood is a sum over exchangeable examples (the
+        regressions and the Gaussian mixture): the minibatch of each step's gradient, ``n``
+        examples without replacement scaled by ``N / n``. None: the exact gradient.
 
     Returns
     -------
@@ -431,4 +515,4 @@ def build(name: str) -> Target:
         (and the port's own parameters), with ``mean`` and ``sd`` those of the gold draws on
         the unconstrained scale.
     """
-    return _target(name, port(name))
+    return _target(name, port(name), batch_size=batch_size)

@@ -106,7 +106,8 @@ def _check_data(data) -> dict[str, np.ndarray]:
             raise ParameterError(
                 "data", f"data[{name!r}] holds a non-finite value at index {tuple(int(i) for i in bad)}"
             )
-        out[name] = np.ascontiguousarray(arr, dtype=np.float64 if arr.dtype.kind in "bf" else np.int64)
+        # a copy that keeps the shape (ascontiguousarray would make a scalar a vector of one)
+        out[name] = np.array(arr, dtype=np.float64 if arr.dtype.kind in "bf" else np.int64, order="C")
     return out
 
 

@@ -38,8 +38,19 @@ from typing import Any
 import numpy as np
 
 from .._validate import ParameterError, ParameterTypeError, real
+from ._base import Target, factory
 
-__all__ = ["POSTERIORS", "load_data", "gold_draws", "gold_summary", "compare", "Comparison"]
+__all__ = [
+    "POSTERIORS",
+    "reference_posterior",
+    "gold_parameters",
+    "exchangeable_examples",
+    "load_data",
+    "gold_draws",
+    "gold_summary",
+    "compare",
+    "Comparison",
+]
 
 #: The posteriors shipped, by their posterior-database names ``DATA-MODEL``.
 POSTERIORS: tuple[str, ...] = (
@@ -416,3 +427,58 @@ def compare(draws: Mapping[str, np.ndarray], name: str, z: float = 5.0) -> Compa
     worst = max(entries, key=lambda e: math.inf if math.isnan(e[2]) else abs(e[2]))
     ok = all(np.all(np.abs(zs) <= tolerance) for zs in (*z_mean.values(), *z_sd.values()))
     return Comparison(name, tolerance, z_mean, z_sd, ours, {k: dict(v) for k, v in gold.items()}, worst, bool(ok))
+
+
+# ----------------------------------------------------------------------------- the targets
+
+
+@factory("reference_posterior")
+def reference_posterior(name: str, batch_size: int | None = None) -> Target:
+    """Reference posterior ``name`` as a target: its Stan model ported to a JAX log density.
+
+    The parameters are the Stan model's, by the same names and in the same order, on Stan's
+    unconstrained scale (a positive scale as its log, a probability as its logit, an ordered
+    vector as its first value and the logs of its increments); a result holds them by name on
+    the constrained scale, with the transformed parameters the gold draws hold (eight
+    schools' ``theta``, the Poisson GP's ``f``, garch's ``beta1``). Needs JAX (``pip install
+    'sgsim[jax]'``). Registered as the factory ``"reference_posterior"``, so a run on it
+    replays by name.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`POSTERIORS`.
+    batch_size : int, optional
+        Minibatches of ``batch_size`` examples per step (without replacement, scaled by
+        ``N / n``), for the posteriors whose likelihood is a sum over exchangeable examples
+        (:func:`exchangeable_examples` > 0); None: the exact gradient.
+
+    Examples
+    --------
+    >>> from sgsim.targets import posteriordb
+    >>> target = posteriordb.reference_posterior("kidiq-kidscore_momiq")
+    >>> target.parameters.names, target.dim
+    (('beta', 'sigma'), 3)
+    """
+    from . import _posteriordb_models
+
+    return _posteriordb_models.build(_check_name(name), batch_size=batch_size)
+
+
+def gold_parameters(name: str) -> dict[str, np.ndarray]:
+    """The gold draws as :func:`reference_posterior`'s parameters, ``(chain, draw, *shape)``, constrained.
+
+    Where the port samples another parameter than Stan's output holds (eight schools'
+    ``theta_trans``, garch's ``beta1_unit``, the Poisson GP's ``f_tilde``) it is computed from
+    the gold draws; ``target.parameters.unconstrain`` maps the result to the sampler's scale.
+    """
+    from . import _posteriordb_models
+
+    return _posteriordb_models.gold_parameters(_check_name(name))
+
+
+def exchangeable_examples(name: str) -> int:
+    """``N``, the examples of posterior ``name``'s likelihood that minibatches draw from (0: none)."""
+    from . import _posteriordb_models
+
+    return _posteriordb_models.exchangeable_examples(_check_name(name))
