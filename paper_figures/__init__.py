@@ -80,6 +80,9 @@ FIGURES: tuple[FigureEntry, ...] = (
         "[SGDVI] Figures 3-5: iterate averaging (IASG) against SGLD on synthetic linear regression",
     ),
     FigureEntry("repulsive_tables45_bnn", "[Rep] Tables 4 and 5: Bayesian neural network regression, SGLD vs SGLD+R"),
+    FigureEntry(
+        "reference_bias", "Reference posteriors: the bias of SG-MCMC against gold-standard draws, beside the theory"
+    ),
 )
 
 

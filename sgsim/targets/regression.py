@@ -810,7 +810,14 @@ def _family(target: Target) -> Likelihood:
 
 
 def per_example_gradients(target: Target, theta) -> np.ndarray:
-    """``grad_theta log p(y_i | x_i, theta)`` for every example, shape ``(N, d)`` (no prior)."""
+    """``grad_theta log p(y_i | x_i, theta)`` for every example, shape ``(N, d)`` (no prior).
+
+    For a data-backed target of this module, or a model with a per-example log likelihood
+    (:func:`sgsim.targets.model`), whose gradients are on the sampler's (unconstrained) scale.
+    """
+    if target.batched is not None and target.batched.example_gradients is not None:
+        theta = np.ascontiguousarray(finite_array("theta", theta, (target.dim,)))
+        return np.asarray(target.batched.example_gradients(theta), dtype=np.float64)
     family = _family(target)
     theta = np.ascontiguousarray(finite_array("theta", theta, (target.dim,)))
     out = np.empty((target.extras["n_data"], target.dim))
@@ -827,7 +834,7 @@ def minibatch_gradient_covariance(target: Target, theta, batch_size: int | None 
     Parameters
     ----------
     target : Target
-        A data-backed target.
+        A data-backed target, or a model with a per-example log likelihood.
     theta : array_like, shape (d,)
         The point.
     batch_size, replace : optional
@@ -835,8 +842,13 @@ def minibatch_gradient_covariance(target: Target, theta, batch_size: int | None 
     """
     g = per_example_gradients(target, theta)
     n_data = g.shape[0]
-    n = target.extras["batch_size"] if batch_size is None else batch_size
-    replace = target.extras["replace"] if replace is None else replace
+    own = target.batched
+    if own is not None:
+        n = own.batch_size if batch_size is None else batch_size
+        replace = own.replace if replace is None else replace
+    else:
+        n = target.extras["batch_size"] if batch_size is None else batch_size
+        replace = target.extras["replace"] if replace is None else replace
     dev = g - g.mean(axis=0)
     c = dev.T @ dev / n_data
     return n_data**2 * c / n * noise_factor(n_data, n, bool(replace))
