@@ -230,13 +230,15 @@ def chain_loop(move, update, kept_row=0):
     return splice(_chain_loop, {"_move": move, "_update": update}, jit(cache=False), {"KEPT_ROW": int(kept_row)})
 
 
-@jit(inline=True)
+@jit
 def draw_batch(st, work, n_data, replace, out):
     """Draw one minibatch of ``out.shape[0]`` indices into ``out`` from the stream ``st``.
 
     The same draws, in the same order, as the compiled data targets of
     :mod:`sgsim.targets.regression`: with replacement, ``integers(st, 0, N)`` each; without, a
-    partial Fisher-Yates shuffle of the chain's permutation buffer ``work``.
+    partial Fisher-Yates shuffle of the chain's permutation buffer ``work``. Called, not
+    inlined: numba's inlining of the generator's helpers would cost seconds of compilation
+    for a call whose cost is that of ``n`` draws.
     """
     n = out.shape[0]
     if replace:
