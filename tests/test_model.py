@@ -340,3 +340,13 @@ def test_the_readme_first_example_is_a_log_density_and_runs_as_printed():
     scope: dict = {}
     exec(compile(code, "<README>", "exec"), scope)  # noqa: S102  (the README's own example)
     assert list(scope["az"].summary(scope["idata"], kind="stats").index) == ["y", "x[0]", "x[1]"]
+
+
+def test_a_compiled_target_can_declare_names_and_transforms():
+    # the numba banana, its coordinates named; and the funnel with y's scale as positive
+    named = numba_banana(parameters=Parameters({"x": (), "y": ()}))
+    result = sgsim.sample(named, "sgld", 200, step_size=0.05, n_chains=2, seed=1)
+    assert set(result.posterior.data_vars) == {"x", "y"}
+    np.testing.assert_array_equal(result.posterior["y"].values, sgsim.results.flat_draws(result)[..., 1])
+    with pytest.raises(sgsim._validate.ParameterError, match="parameters hold 3 values"):
+        numba_banana(parameters=Parameters({"x": (), "y": 2}))
