@@ -334,3 +334,9 @@ def test_a_run_on_a_reference_posterior_replays_by_name(tmp_path):
     path = sgsim.io.write_result(result, tmp_path / "kidiq.nc")
     again = sgsim.replay(path)
     assert np.array_equal(again.posterior["beta"].values, result.posterior["beta"].values)
+
+
+def test_a_reference_posterior_is_built_by_name_as_the_shell_does():
+    # sgsim run --target reference_posterior --target-arg name=...: a factory argument called name
+    target = sgsim.targets.get("reference_posterior", name="kidiq-kidscore_momiq", batch_size=50)
+    assert target.spec.factory == "reference_posterior" and target.spec.kwargs["name"] == "kidiq-kidscore_momiq"

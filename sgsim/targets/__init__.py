@@ -73,7 +73,7 @@ TARGETS = {
 }
 
 
-def get(name: str, **kwargs) -> Target:
+def get(name: str, /, **kwargs) -> Target:
     """Build a target by name with ``kwargs``.
 
     ``name`` is one of ``TARGETS`` (built with their defaults), a registered factory of
