@@ -17,11 +17,11 @@ that editing a target's code, or a helper beside it, gives a new file and a fres
 compilation; a helper the gradient imports from a third module is not covered).
 
 A loop is cached only when everything it refers to can be imported by name: modules,
-module-level functions, and plain numbers. A gradient defined in ``__main__``, in a closure
-or built at run time is not; then :func:`cached_chain_loop` returns None and the caller
-compiles the loop in memory as before. Set ``SGSIM_JIT_CACHE=0`` to turn the disk cache off;
-``SGSIM_CACHE_DIR`` chooses the directory (default: ``$XDG_CACHE_HOME/sgsim`` or
-``~/.cache/sgsim``).
+module-level functions, and plain numbers or tuples of them (a table of jitters). A gradient
+defined in ``__main__``, in a closure or built at run time is not; then
+:func:`cached_chain_loop` returns None and the caller compiles the loop in memory as before.
+Set ``SGSIM_JIT_CACHE=0`` to turn the disk cache off; ``SGSIM_CACHE_DIR`` chooses the
+directory (default: ``$XDG_CACHE_HOME/sgsim`` or ``~/.cache/sgsim``).
 """
 
 from __future__ import annotations
@@ -83,9 +83,15 @@ def _free_names(node: ast.FunctionDef) -> set[str]:
     return loaded - params - stored - set(dir(builtins))
 
 
+def _plain_number(obj) -> bool:
+    return obj is None or isinstance(obj, bool | int | float)
+
+
 def _binding(name: str, obj) -> str | None:
     """A line of source that binds ``name`` to ``obj`` in a fresh module, or None."""
-    if obj is None or isinstance(obj, bool | int | float):
+    if _plain_number(obj) or (isinstance(obj, tuple) and all(_plain_number(v) for v in obj)):
+        # repr gives the same value back (floats round-trip), and numba freezes such a global
+        # as a constant in the generated module as it does in the original one
         return f"{name} = {obj!r}"
     if isinstance(obj, types.ModuleType):
         return f"import {obj.__name__} as {name}"

@@ -493,6 +493,8 @@ def _rb_step(X, G, B, P, W, j, alpha, consts, noise, grad_u, stochastic_grad_u, 
             Z[zi, a] = W[m * d + a]
 
 
+# compiled in memory, and per target into the loops cached on disk (see svgd.py): the table of
+# jitters it reads is a tuple of numbers, which the generated module can hold
 rb_step = jit(_rb_step, cache=False)
 rb_parallel_step = jit(_rb_step, cache=False, parallel=True)
 
