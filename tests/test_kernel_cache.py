@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -20,22 +21,29 @@ from sgsim.integrators._kernel_cache import cached_chain_loop
 TESTS = Path(__file__).resolve().parent
 
 RUN = """
-import hashlib, sys
+import hashlib, json, sys
 import sgsim
-target, method = sys.argv[1:3]
-if ":" in target:
-    target = sgsim.targets.get(target)
+target, method, kwargs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+if ":" in target or kwargs:
+    target = sgsim.targets.get(target, **kwargs)
 # SVGD with 200 particles on 2 threads runs its parallel step
 more = dict(n_particles=200, n_threads=2) if method == "svgd" else {}
+if method == "sgld_repulsive_rb":
+    more = dict(n_particles=6, bandwidth=1.0, batch_size=3)
 r = sgsim.sample(target, method, 50, n_chains=3, step_size=0.01, seed=4, **more)
 print("bits", hashlib.sha256(r.posterior["theta"].values.tobytes()).hexdigest())
 """
 
 
-def run(target, cache, method="sgld", **env):
+def run(target, cache, method="sgld", kwargs=None, **env):
+    """Sample in a fresh process on the loop cache ``cache``: a hash of the draws, and numba's
+    cache messages about generated loop modules (``data saved``: compiled; ``data loaded``).
+    ``kwargs`` are the target factory's arguments.
+    """
     env = {**os.environ, "SGSIM_CACHE_DIR": str(cache), "NUMBA_DEBUG_CACHE": "1", "NUMBA_NUM_THREADS": "2", **env}
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", RUN, target, method], capture_output=True, text=True, env=env)
+    args = [sys.executable, "-c", RUN, target, method, json.dumps(kwargs or {})]
+    proc = subprocess.run(args, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     bits = [line for line in proc.stdout.splitlines() if line.startswith("bits")]
     loop_lines = [line for line in proc.stdout.splitlines() if "sgsim_loop_" in line]
@@ -57,6 +65,23 @@ def test_a_second_process_loads_the_loop_from_disk(tmp_path, method):
     bits, lines = run("mixture_25", off, method, SGSIM_JIT_CACHE="0")
     assert lines == [] and not list(off.glob("sgsim_loop_*.py"))
     assert bits == run("mixture_25", tmp_path / "mixture_25", method)[0]
+
+
+@pytest.mark.parametrize(
+    ("target", "kwargs", "method"),
+    [
+        # a data target's gradients are its family's module-level functions (sgsim.targets.regression)
+        ("logistic_regression", {"dataset": "heart", "batch_size": 10}, "sgld"),
+        # the random-batch ensemble step reads a tuple of jitters, written into the generated module
+        ("mixture_25", {}, "sgld_repulsive_rb"),
+    ],
+)
+def test_data_targets_and_the_random_batch_step_load_their_loop_from_disk(tmp_path, target, kwargs, method):
+    first_bits, first = run(target, tmp_path, method, kwargs)
+    assert any("data saved" in line for line in first), first
+    second_bits, second = run(target, tmp_path, method, kwargs)
+    assert any("data loaded" in line for line in second) and not any("data saved" in line for line in second)
+    assert second_bits == first_bits
 
 
 def test_a_gradient_that_cannot_be_imported_is_compiled_in_memory():

@@ -18,6 +18,8 @@ from stats import assert_within_se, check_gaussian_law
 
 import sgsim
 from sgsim import datasets, targets
+from sgsim.integrators import get_method
+from sgsim.integrators._kernel_cache import cached_chain_loop
 from sgsim.sampling import prepare, run_chain
 from sgsim.targets import regression
 
@@ -142,6 +144,23 @@ def test_the_machinery_takes_another_likelihood():
     theta = rng.standard_normal(3)
     np.testing.assert_allclose(t.gradient(theta), lg.gradient(theta), rtol=1e-12, atol=1e-12)
     assert t.stochastic_gradient(theta, np.random.default_rng(0), 3).shape == (3, 3)
+
+
+def test_shipped_families_are_cached_by_name_and_a_users_copy_gives_the_same_bits(tmp_path, monkeypatch):
+    # the shipped families' gradients are module-level functions, so their loops can be cached on
+    # disk; a user's family (here: the logistic per-example functions under another name) is
+    # compiled in memory, from the same templates, and must give the same bits
+    monkeypatch.setenv("SGSIM_CACHE_DIR", str(tmp_path))
+    X, y = X_HEART[:60, :4], Y_HEART[:60]
+    mine = regression.Likelihood("my_logistic", regression.LOGISTIC.log_lik, regression.LOGISTIC.grad_log_lik)
+    move, update = get_method("sgld").algorithm.step
+    draws = []
+    for family in (regression.LOGISTIC, mine):
+        t = regression.data_target(family, X, y, prior_precision=0.5, batch_size=7)
+        cached = cached_chain_loop(move, update, t.grad_u, t.stochastic_grad_u)
+        assert (cached is not None) == (family is regression.LOGISTIC)
+        draws.append(theta(sgsim.sample(t, "sgld", 40, n_chains=2, step_size=1e-3, seed=5)))
+    assert np.array_equal(draws[0], draws[1])
 
 
 # ----------------------------------------------------------------------------- minibatch law (docs: theory-conventions)

@@ -32,9 +32,12 @@ A :class:`Likelihood` names two compiled per-example functions,
 
 where ``lik`` is a float64 array of the family's own constants (empty for the logistic
 model; the noise precision ``tau`` for linear regression; the number of classes ``K`` for
-softmax regression). :func:`~sgsim.targets.data_target` compiles, once per family and process, the exact
-``grad_u``, the minibatch ``stochastic_grad_u`` and the log density around them, and
-builds the :class:`~sgsim.targets.Target`. The families:
+softmax regression). Around them, each family has the exact ``grad_u``, the minibatch
+``stochastic_grad_u`` and the log density, and :func:`~sgsim.targets.data_target` builds the
+:class:`~sgsim.targets.Target` from them. The shipped families' are module-level functions,
+kept in numba's disk cache with the sampling loops that call them, so a second process
+starts sampling without compiling; a family of one's own is compiled once per process. The
+shipped families:
 
 * :func:`~sgsim.targets.logistic_regression`: ``p(y = 1 | x, theta) = sigmoid(x . theta)``;
 * :func:`~sgsim.targets.linear_regression`: ``y ~ N(x . theta, 1 / tau)``, conjugate to the Gaussian prior,
@@ -60,6 +63,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -264,6 +268,77 @@ SOFTMAX = Likelihood(
 
 # ----------------------------------------------------------------------------- compiled target functions
 
+# The four functions of a target are written once, below, as templates that call the
+# placeholders ``_log_lik`` and ``_grad_log_lik``; :func:`_specialise` makes a family's copy, the
+# same bytecode with the placeholders bound to the family's compiled per-example functions.
+# The shipped families' copies are module-level functions compiled with the disk cache, so that
+# numba keeps their machine code and the sampling loops that call them
+# (:mod:`sgsim.integrators._kernel_cache` imports them by name) from one process to the next;
+# closures over compiled functions, which these replace, were compiled again in every process.
+
+
+def _log_lik(theta, X, i, y, lik):
+    raise NotImplementedError("a template's placeholder: call a family's copy (see _specialise)")
+
+
+def _grad_log_lik(theta, X, i, y, lik, weight, out):
+    raise NotImplementedError("a template's placeholder: call a family's copy (see _specialise)")
+
+
+# params = (X, y, lik, prior_mean, prior_precision, batch_size, replace)
+
+
+def _grad_u(theta, params, out):
+    """Exact ``grad U``: all ``N`` examples and the prior."""
+    X, y, lik, mean, prec, _, _ = params
+    for j in range(out.shape[0]):
+        out[j] = 0.0
+    for i in range(X.shape[0]):
+        _grad_log_lik(theta, X, i, y, lik, -1.0, out)
+    for j in range(out.shape[0]):
+        out[j] += prec[j] * (theta[j] - mean[j])
+
+
+def _stochastic_grad_u(theta, params, out, rng, work):
+    """Minibatch ``grad U`` with the ``N/n`` factor; indices drawn from the stream ``rng``."""
+    X, y, lik, mean, prec, n, replace = params
+    N = X.shape[0]
+    weight = -N / n
+    for j in range(out.shape[0]):
+        out[j] = 0.0
+    if replace:
+        for _ in range(n):
+            _grad_log_lik(theta, X, integers(rng, 0, N), y, lik, weight, out)
+    else:
+        for j in range(n):
+            r = j + integers(rng, 0, N - j)  # partial Fisher-Yates on the chain's permutation
+            i = work[r]
+            work[r] = work[j]
+            work[j] = i
+            _grad_log_lik(theta, X, i, y, lik, weight, out)
+    for j in range(out.shape[0]):
+        out[j] += prec[j] * (theta[j] - mean[j])
+
+
+def _log_density(theta, params):
+    """``-U(theta)``: log likelihood plus the Gaussian prior's quadratic form (unnormalised)."""
+    X, y, lik, mean, prec, _, _ = params
+    acc = 0.0
+    for i in range(X.shape[0]):
+        acc += _log_lik(theta, X, i, y, lik)
+    for j in range(theta.shape[0]):
+        acc -= 0.5 * prec[j] * (theta[j] - mean[j]) ** 2
+    return acc
+
+
+def _example_gradients(theta, params, out):
+    """Row ``i`` of ``out`` = ``grad log p(y_i | x_i, theta)`` (no prior)."""
+    X, y, lik, _, _, _, _ = params
+    for i in range(X.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = 0.0
+        _grad_log_lik(theta, X, i, y, lik, 1.0, out[i])
+
 
 @dataclass(frozen=True)
 class _Compiled:
@@ -273,68 +348,65 @@ class _Compiled:
     example_gradients: Callable
 
 
+def _specialise(likelihood: Likelihood, *, cache: bool) -> _Compiled:
+    """The four target functions of ``likelihood``: copies of the templates, compiled lazily.
+
+    Each copy has the template's code and a namespace of its own in which the placeholders
+    are the family's ``log_lik`` and ``grad_log_lik``, so its arithmetic is the template's,
+    operation for operation. Its name, ``_<family>_<template>`` (e.g. ``_logistic_grad_u``),
+    is the module attribute that the shipped families' copies are bound to: numba names its
+    cache files after it, and the loop cache imports the copy under it.
+
+    Parameters
+    ----------
+    likelihood : Likelihood
+        The family.
+    cache : bool
+        Compile with numba's disk cache. Only for functions defined in this file: numba checks
+        a cached function against its own source file, which would miss an edit of a user's
+        family defined elsewhere.
+    """
+    namespace = {**globals(), "_log_lik": likelihood.log_lik, "_grad_log_lik": likelihood.grad_log_lik}
+    copies = []
+    for template in (_grad_u, _stochastic_grad_u, _log_density, _example_gradients):
+        name = f"_{likelihood.name}{template.__name__}"
+        func = types.FunctionType(template.__code__, namespace, name)
+        func.__qualname__ = name
+        func.__doc__ = template.__doc__
+        copies.append(jit(func, cache=cache))
+    return _Compiled(*copies)
+
+
+_LOGISTIC = _specialise(LOGISTIC, cache=True)
+_logistic_grad_u = _LOGISTIC.grad_u
+_logistic_stochastic_grad_u = _LOGISTIC.stochastic_grad_u
+_logistic_log_density = _LOGISTIC.log_density
+_logistic_example_gradients = _LOGISTIC.example_gradients
+
+_LINEAR = _specialise(LINEAR, cache=True)
+_linear_grad_u = _LINEAR.grad_u
+_linear_stochastic_grad_u = _LINEAR.stochastic_grad_u
+_linear_log_density = _LINEAR.log_density
+_linear_example_gradients = _LINEAR.example_gradients
+
+_SOFTMAX = _specialise(SOFTMAX, cache=True)
+_softmax_grad_u = _SOFTMAX.grad_u
+_softmax_stochastic_grad_u = _SOFTMAX.stochastic_grad_u
+_softmax_log_density = _SOFTMAX.log_density
+_softmax_example_gradients = _SOFTMAX.example_gradients
+
+_SHIPPED = {LOGISTIC: _LOGISTIC, LINEAR: _LINEAR, SOFTMAX: _SOFTMAX}
+
+
 @functools.cache
 def _compile(likelihood: Likelihood) -> _Compiled:
-    """The target functions of one family (compiled on first call, once per process)."""
-    log_lik = likelihood.log_lik
-    grad_log_lik = likelihood.grad_log_lik
+    """The target functions of one family: the shipped ones, or a user family's, compiled in memory.
 
-    # params = (X, y, lik, prior_mean, prior_precision, batch_size, replace); these closures
-    # capture compiled functions, which numba cannot cache on disk
-
-    @jit(cache=False)
-    def grad_u(theta, params, out):
-        """Exact ``grad U``: all ``N`` examples and the prior."""
-        X, y, lik, mean, prec, _, _ = params
-        for j in range(out.shape[0]):
-            out[j] = 0.0
-        for i in range(X.shape[0]):
-            grad_log_lik(theta, X, i, y, lik, -1.0, out)
-        for j in range(out.shape[0]):
-            out[j] += prec[j] * (theta[j] - mean[j])
-
-    @jit(cache=False)
-    def stochastic_grad_u(theta, params, out, rng, work):
-        """Minibatch ``grad U`` with the ``N/n`` factor; indices drawn from the stream ``rng``."""
-        X, y, lik, mean, prec, n, replace = params
-        N = X.shape[0]
-        weight = -N / n
-        for j in range(out.shape[0]):
-            out[j] = 0.0
-        if replace:
-            for _ in range(n):
-                grad_log_lik(theta, X, integers(rng, 0, N), y, lik, weight, out)
-        else:
-            for j in range(n):
-                r = j + integers(rng, 0, N - j)  # partial Fisher-Yates on the chain's permutation
-                i = work[r]
-                work[r] = work[j]
-                work[j] = i
-                grad_log_lik(theta, X, i, y, lik, weight, out)
-        for j in range(out.shape[0]):
-            out[j] += prec[j] * (theta[j] - mean[j])
-
-    @jit(cache=False)
-    def log_density(theta, params):
-        """``-U(theta)``: log likelihood plus the Gaussian prior's quadratic form (unnormalised)."""
-        X, y, lik, mean, prec, _, _ = params
-        acc = 0.0
-        for i in range(X.shape[0]):
-            acc += log_lik(theta, X, i, y, lik)
-        for j in range(theta.shape[0]):
-            acc -= 0.5 * prec[j] * (theta[j] - mean[j]) ** 2
-        return acc
-
-    @jit(cache=False)
-    def example_gradients(theta, params, out):
-        """Row ``i`` of ``out`` = ``grad log p(y_i | x_i, theta)`` (no prior)."""
-        X, y, lik, _, _, _, _ = params
-        for i in range(X.shape[0]):
-            for j in range(out.shape[1]):
-                out[i, j] = 0.0
-            grad_log_lik(theta, X, i, y, lik, 1.0, out[i])
-
-    return _Compiled(grad_u, stochastic_grad_u, log_density, example_gradients)
+    A user's family is compiled once per process (its functions are defined outside this
+    file: see :func:`_specialise`), and its sampling loops with it.
+    """
+    shipped = _SHIPPED.get(likelihood)
+    return shipped if shipped is not None else _specialise(likelihood, cache=False)
 
 
 # ----------------------------------------------------------------------------- constructors
