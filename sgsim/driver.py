@@ -55,7 +55,7 @@ from ._jit import jit
 from ._validate import ParameterError, ParameterTypeError, boolean, integer, positive_float
 from .integrators import INTERACTING, get_method
 from .integrators._base import Method, unknown_options
-from .integrators._kernel_cache import cached_chain_loop, cached_ensemble_loop
+from .integrators._kernel_cache import cached_chain_loop, cached_ensemble_loop, cached_vector_step
 from .integrators._loop import MOMENTS, NOTHING, chain_loop, draw_batch, ensemble_loop, stay, vector_step
 from .integrators._noise import NoiseBasis, noise_basis, noise_factors
 from .results import STORAGE_MODES
@@ -578,7 +578,9 @@ def _execute_batched(run: Run, buf: _Buffers, keeper: _Keeper, progress, injecte
         _execute_batched_ensembles(run, buf, inputs, len(starts), progress, consts, bound)
         return
     move, update = alg.step if isinstance(alg.step, tuple) else (None, alg.step)
-    step = vector_step(move or stay, update, alg.kept_row)
+    step = cached_vector_step(move or stay, update, alg.kept_row, type(consts)) or vector_step(
+        move or stay, update, alg.kept_row
+    )
     points = np.empty((n_rep, d))
     batch = np.zeros((n_rep, n), np.int64)
     no_inj = np.zeros((n_rep, 0, d))

@@ -1,4 +1,4 @@
-"""Targets from log densities (sgsim.targets.model): JAX, PyTorch and NumPy gradients.
+"""Targets from log densities (sgsim.targets.model, sgsim.targets.autodiff): JAX, PyTorch and NumPy gradients.
 
 Statistical comparisons between two implementations of one target run the same sampler with
 different seeds on independent chains; each chain's time average of a statistic is one iid

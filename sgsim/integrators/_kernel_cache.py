@@ -44,7 +44,7 @@ import numba
 from .._jit import _CACHE, JIT_DISABLED
 from ._splice import function_def, spliced
 
-__all__ = ["cached_chain_loop", "cached_ensemble_loop", "cache_dir"]
+__all__ = ["cached_chain_loop", "cached_ensemble_loop", "cached_vector_step", "cache_dir"]
 
 _GRADIENTS = ("grad_u", "stochastic_grad_u")
 
@@ -139,6 +139,22 @@ def cached_chain_loop(
     node, namespace = spliced(_chain_loop, {"_move": move, "_update": update}, {"KEPT_ROW": int(kept_row)})
     origins = (_origin(move), _origin(update), _origin(constants))
     return _cached_module([(_gradients_global(node), namespace, "jit(cache=True)")], grad_u, stochastic_grad_u, origins)
+
+
+@functools.cache
+def cached_vector_step(move: Callable, update: Callable, kept_row: int = 0, constants: type = tuple) -> Callable | None:
+    """The step of independent chains whose gradients come from outside the loop
+    (:func:`~sgsim.integrators._loop.vector_step`: a log-density target's), from an on-disk
+    cached module; None when it cannot be cached. It takes no gradient, so it is cached
+    whatever the target: a second process on any log density loads it.
+    """
+    if not _CACHE or JIT_DISABLED:
+        return None
+    from ._loop import _vector_step
+
+    node, namespace = spliced(_vector_step, {"_move": move, "_update": update}, {"KEPT_ROW": int(kept_row)})
+    origins = (_origin(move), _origin(update), _origin(constants))
+    return _cached_module([(node, namespace, "jit(cache=True)")], None, None, origins)
 
 
 @functools.cache

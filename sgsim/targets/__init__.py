@@ -22,10 +22,10 @@ from ._base import (
     check_points,
     from_reference,
 )
+from .autodiff import model
 from .exponential import exponential_mixture
 from .gaussian import linear_gaussian, ou_quadratic, standard_gaussian
 from .mixtures import gaussian_mixture, mixture_3x3, mixture_25
-from .model import model
 from .parameters import Parameters, interval, lower, ordered, positive, real, upper
 from .regression import data_target, linear_regression, logistic_regression, softmax_regression
 

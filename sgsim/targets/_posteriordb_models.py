@@ -459,7 +459,7 @@ def gold_parameters(name: str) -> dict[str, np.ndarray]:
 
 
 def _target(name: str, p: _Port, gold: dict[str, np.ndarray] | None = None, batch_size: int | None = None) -> Target:
-    from .model import model
+    from .autodiff import model
 
     layout = Parameters(p.parameters, p.transforms)
     if gold is None:

@@ -12,15 +12,15 @@ so that draws of ``u`` mapped through ``T`` follow ``p``. The transforms are the
 probabilistic programming (and those of the Stan models the reference posteriors are ported
 from, so that a port has the same unconstrained scale):
 
-=============  ====================================  ========================================
-transform      ``x = T(u)``                          ``log |dT/du|`` (per element)
-=============  ====================================  ========================================
-``real``       ``u``                                 ``0``
-``lower(a)``   ``a + exp(u)`` (``positive``: a = 0)  ``u``
-``upper(b)``   ``b - exp(u)``                        ``u``
-``interval``   ``a + (b - a) sigmoid(u)``            ``log(b - a) - softplus(u) - softplus(-u)``
-``ordered``    ``x_0 = u_0, x_k = x_{k-1} + e^{u_k}``  ``sum_{k >= 1} u_k`` (a triangular map)
-=============  ====================================  ========================================
+==============  =======================================  ==========================================
+transform       ``x = T(u)``                             ``log |dT/du|`` (per element)
+==============  =======================================  ==========================================
+``real``        ``u``                                    ``0``
+``lower(a)``    ``a + exp(u)`` (``positive``: a = 0)     ``u``
+``upper(b)``    ``b - exp(u)``                           ``u``
+``interval``    ``a + (b - a) sigmoid(u)``               ``log(b - a) - softplus(u) - softplus(-u)``
+``ordered``     ``x_0 = u_0, x_k = x_{k-1} + e^{u_k}``   ``sum_{k >= 1} u_k`` (a triangular map)
+==============  =======================================  ==========================================
 
 Each transform is written once against a small table of array operations (:class:`Ops`), so
 that the same code runs on NumPy arrays (results, the NumPy gradient path), on JAX arrays
@@ -396,7 +396,7 @@ class Parameters:
 
         ``u`` has shape ``(..., d)``; every value has shape ``u.shape[:-1] + shape``.
         ``derive`` maps the constrained values of all draws at once to the derived ones (the
-        model's backend maps :attr:`derived` over the draws; by default it is called as is).
+        model's backend maps ``derived`` over the draws; by default it is called as is).
         """
         u = np.asarray(u, dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):

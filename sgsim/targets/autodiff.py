@@ -1,6 +1,6 @@
 """Targets from a log density of one's own, differentiated by JAX or PyTorch (or a NumPy gradient).
 
-:func:`model` turns a log density written over named parameters into a
+:func:`sgsim.targets.model` (also ``sgsim.model``) turns a log density written over named parameters into a
 :class:`~sgsim.targets.Target` that every sampler of sgsim runs on: the parameters are
 declared by name and shape, the constrained ones get a transform
 (:mod:`sgsim.targets.parameters`), and the samplers move the flat unconstrained vector.
