@@ -19,14 +19,27 @@ the test-suite uses once so that coverage sees the kernels.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numba
 
-__all__ = ["jit", "is_compiled", "JIT_DISABLED"]
+__all__ = ["jit", "is_compiled", "JIT_DISABLED", "cache_dir"]
 
 _CACHE = os.environ.get("SGSIM_JIT_CACHE", "1") != "0"
 _FASTMATH = os.environ.get("SGSIM_FASTMATH", "0") == "1"
 JIT_DISABLED = bool(getattr(numba.config, "DISABLE_JIT", False))
+
+
+def cache_dir() -> Path:
+    """Where sgsim keeps what it compiles for later processes (generated loops, JAX executables).
+
+    ``SGSIM_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/sgsim`` or ``~/.cache/sgsim``.
+    """
+    root = os.environ.get("SGSIM_CACHE_DIR")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sgsim"
 
 
 def jit(func=None, *, cache: bool | None = None, inline: bool = False, parallel: bool = False):

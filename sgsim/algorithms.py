@@ -60,6 +60,7 @@ sampler, without writing it down.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -89,7 +90,9 @@ from .integrators._base import (
 )
 from .integrators._loop import stay
 from .schedules import Schedule
-from .theory.exact_law import GaussianPath, affine_law, stationary_covariance
+
+if TYPE_CHECKING:
+    from .theory.exact_law import GaussianPath
 
 __all__ = [
     "Algorithm",
@@ -193,6 +196,9 @@ class AffineSteps:
         ``init_mean`` and ``init_cov`` are those of ``theta_0`` (shape ``(d,)`` and ``(d, d)``),
         the other state rows following from it as the algorithm initialises them.
         """
+        # the theory (and its SciPy) is imported when a law is asked for, not with sgsim
+        from .theory.exact_law import affine_law
+
         d = self.initial.shape[1]
         m0 = np.zeros(d) if init_mean is None else finite_array("init_mean", init_mean, (d,))
         s0 = np.zeros((d, d)) if init_cov is None else finite_array("init_cov", init_cov, (d, d))
@@ -208,6 +214,8 @@ class AffineSteps:
         """
         f, c = self.transition[k], self.shift[k]
         q = self.noise_cov[k]
+        from .theory.exact_law import stationary_covariance
+
         cov = stationary_covariance(f, q)
         mean = np.linalg.solve(np.eye(f.shape[0]) - f, c)
         return mean, cov

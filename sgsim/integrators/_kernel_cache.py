@@ -41,21 +41,12 @@ from pathlib import Path
 
 import numba
 
-from .._jit import _CACHE, JIT_DISABLED
+from .._jit import _CACHE, JIT_DISABLED, cache_dir
 from ._splice import function_def, spliced
 
 __all__ = ["cached_chain_loop", "cached_ensemble_loop", "cached_vector_step", "cache_dir"]
 
 _GRADIENTS = ("grad_u", "stochastic_grad_u")
-
-
-def cache_dir() -> Path:
-    """Where the generated loop modules (and numba's cache of them) live."""
-    root = os.environ.get("SGSIM_CACHE_DIR")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "sgsim"
 
 
 def _importable(obj) -> tuple[str, str] | None:

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .._jit import _CACHE, cache_dir
 from .._validate import ParameterError, ParameterTypeError, boolean, integer
 from ._base import Batched, Target, check_gradient
 from .parameters import NUMPY_OPS, Ops, Parameters
@@ -61,6 +62,7 @@ def jax_ops() -> Ops:
 
     # the samplers run in float64; a log density traced in float32 would lose the small steps
     jax.config.update("jax_enable_x64", True)
+    _persistent_jax_cache(jax)
     return Ops(
         exp=jnp.exp,
         log=jnp.log,
@@ -70,6 +72,22 @@ def jax_ops() -> Ops:
         sum=lambda x: jnp.sum(x, axis=-1),
         concat=lambda xs: jnp.concatenate(xs, axis=-1),
     )
+
+
+def _persistent_jax_cache(jax) -> None:
+    """Keep JAX's compiled gradients on disk, beside sgsim's loops, unless the user chose otherwise.
+
+    A model's gradient is compiled by XLA in every process (a second or two per model and
+    number of chains); with JAX's persistent compilation cache a later process loads it. Set
+    only when JAX has no cache directory yet and ``SGSIM_JIT_CACHE`` is not ``0``; every
+    compilation is then kept (JAX's default keeps only those over a second), which applies
+    to the process's other JAX programs too.
+    """
+    if not _CACHE or jax.config.jax_compilation_cache_dir:
+        return
+    jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
 def torch_ops() -> Ops:
@@ -124,20 +142,6 @@ def _rows(data: dict[str, np.ndarray]) -> int:
     return int(next(iter(data.values())).shape[0])
 
 
-def _scalar(value, where: str, point: np.ndarray, layout: Parameters) -> float:
-    arr = np.asarray(value)
-    if arr.dtype.kind == "c":
-        raise ParameterTypeError(where, f"{where} returned a complex value ({arr}) at {_at(point, layout)}")
-    if arr.shape != ():
-        raise ParameterError(
-            where, f"{where} must return a scalar (one log density), got shape {arr.shape} at {_at(point, layout)}"
-        )
-    out = float(arr)
-    if not math.isfinite(out):
-        raise ParameterError(where, f"{where} returned {out} at the initial point {_at(point, layout)}")
-    return out
-
-
 def _at(point: np.ndarray, layout: Parameters) -> str:
     values = layout.named(point[None])
     parts = [f"{k}={np.array2string(np.asarray(v[0]), precision=4)}" for k, v in values.items()]
@@ -150,7 +154,7 @@ def _at(point: np.ndarray, layout: Parameters) -> str:
 class _Backend:
     """The functions a backend makes of a model: on one point, and vectorised over chains."""
 
-    one: Callable  # u (d,) -> log density on the unconstrained scale (backend scalar)
+    probe: Callable  # u (d,) -> (shape, dtype kind) of the log density at one point
     grad_u: Callable
     log_density: Callable
     derive: Callable | None
@@ -195,7 +199,13 @@ def _jax_backend(layout, log_density, log_prior, log_lik, data, n_data, batch_si
 
     b = _Backend()
     b.examples = None if log_lik is None else (lambda u: np.asarray(per_example(jnp.asarray(u), arrays)))
-    b.one = lambda u: full(jnp.asarray(u), arrays)
+
+    def probe(u):
+        # the shape and kind of one point's value, traced without compiling it
+        out = jax.eval_shape(full, jnp.asarray(u), arrays)
+        return out.shape, np.dtype(out.dtype).kind
+
+    b.probe = probe
     b.grad_u = grad_u
     b.log_density = lambda theta: np.asarray(lp(theta, arrays))
     if derived is not None:
@@ -256,7 +266,7 @@ def _torch_backend(layout, log_density, log_prior, log_lik, data, n_data, batch_
 
     b = _Backend()
     b.examples = None if log_lik is None else examples
-    b.one = lambda u: full(torch.from_numpy(np.asarray(u, dtype=np.float64))).detach().numpy()
+    b.probe = lambda u: _kind(full(torch.from_numpy(np.asarray(u, dtype=np.float64))).detach().numpy())
     b.grad_u = grad_u
     b.log_density = log_density_rows
     if derived is not None:
@@ -309,11 +319,16 @@ def _numpy_backend(layout, log_density, grad_log_density, data, derived):
 
     b = _Backend()
     b.examples = None
-    b.one = lambda u: _numpy_one(lp, u)
+    b.probe = lambda u: _kind(_numpy_one(lp, u))
     b.grad_u = grad_u
     b.log_density = lp
     b.derive = derived
     return b
+
+
+def _kind(value) -> tuple[tuple, str]:
+    arr = np.asarray(value)
+    return arr.shape, arr.dtype.kind
 
 
 def _numpy_one(lp, u):
@@ -458,8 +473,17 @@ def model(
 
     d = layout.dim
     points = np.random.default_rng(_CHECK_SEED).uniform(lo, hi, size=(3, d))
-    for x in points:
-        _scalar(b.one(x), "log_density" if log_lik is None else "log_lik", x, layout)
+    where = "log_density" if log_lik is None else "log_lik"
+    shape, kind = b.probe(points[0])
+    if kind == "c":
+        raise ParameterTypeError(where, f"{where} returned a complex value at {_at(points[0], layout)}")
+    if shape != ():
+        raise ParameterError(
+            where, f"{where} must return a scalar (one log density), got shape {shape} at {_at(points[0], layout)}"
+        )
+    for x, value in zip(points, np.asarray(b.log_density(points), dtype=np.float64), strict=True):
+        if not math.isfinite(value):
+            raise ParameterError(where, f"{where} returned {value} at the initial point {_at(x, layout)}")
     grads = b.grad_u(points, None)
     if np.shape(grads) != (3, d) or not np.all(np.isfinite(grads)):
         bad = 0 if np.shape(grads) != (3, d) else int(np.argwhere(~np.isfinite(grads))[0, 0])
