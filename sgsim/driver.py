@@ -597,15 +597,7 @@ def _execute_batched(run: Run, buf: _Buffers, keeper: _Keeper, progress, injecte
     # the first step's move and minibatch
     step(*head, grads, points, batch, fns.n_data, fns.replace, alpha, consts, noise, k0, 0, alpha[0], bound,
          store, buf.out, buf.count, buf.mean, buf.m2, no_inj, False, True)  # fmt: skip
-    grad_u, n_data, replace, out, count, mean, m2 = (
-        fns.grad_u,
-        fns.n_data,
-        fns.replace,
-        buf.out,
-        buf.count,
-        buf.mean,
-        buf.m2,
-    )
+    n_data, replace, out, count, mean, m2 = fns.n_data, fns.replace, buf.out, buf.count, buf.mean, buf.m2
     state, rngs, works, failed = head
     minibatch = batch if n else None
     for i in range(len(starts)):
@@ -619,9 +611,7 @@ def _execute_batched(run: Run, buf: _Buffers, keeper: _Keeper, progress, injecte
         a_next[-1] = ahead[2][0] if ahead is not None else 0.0
         last_move = ahead is not None
         for j in range(nb):
-            grads = grad_u(points, minibatch)
-            if not (type(grads) is np.ndarray and grads.dtype == np.float64 and grads.flags.c_contiguous):
-                grads = np.ascontiguousarray(grads, dtype=np.float64)
+            grads = _gradients(fns, points, minibatch)
             step(state, rngs, works, failed, grads, points, batch, n_data, replace, alpha, consts, noise, k0, j,
                  a_next[j], bound, store, out, count, mean, m2, inj, True, j < nb - 1 or last_move)  # fmt: skip
         if progress is not None:

@@ -197,7 +197,7 @@ class BiasRun:
         return float(np.sqrt(np.mean(self.err_sd**2)))
 
 
-def _schedule_kwargs(method: str, step_size: float, n_steps: int) -> dict:
+def _schedule_kwargs(method: str, step_size: float) -> dict:
     kw: dict = {"step_size": step_size}
     if method.startswith("c"):
         kw["n_cycles"] = N_CYCLES
@@ -220,7 +220,7 @@ def bias_run(ref: Reference, method: str, step_factor: float, batch_size: int | 
     burn_in = budget.n_steps // 2
     result = sample(
         target, method, budget.n_steps, n_chains=budget.n_chains, seed=seed, init=init, burn_in=burn_in,
-        thin=5, on_divergence="mark", **_schedule_kwargs(method, step_size, budget.n_steps),
+        thin=5, on_divergence="mark", **_schedule_kwargs(method, step_size),
     )  # fmt: skip
     draws = result["unconstrained_posterior"]["theta"].values  # (C, n, d)
     diverged = np.asarray(result.constant_data["diverged_at"].values) > 0
@@ -266,8 +266,7 @@ def predicted(ref: Reference, target, method: str, step_size: float, batch_size:
     if batch_size is not None:
         v = minibatch_gradient_covariance(target, ref.mean, batch_size, False)
     steps = result.sample_stats["step"].values[0] - 1  # kept steps, 0-based
-    alpha = _step_sizes(method, step_size, budget.n_steps)
-    temp = _temperatures(method, budget.n_steps)
+    alpha, temp = _schedule_values(method, step_size, budget.n_steps)
     shift = ref.precision @ ref.mean
     if method in ("sgld", "csgld"):
         path = theory.sgld_law(ref.precision, shift, alpha, temp, v, init_mean=ref.mean, init_cov=cov0)
@@ -284,16 +283,10 @@ def predicted(ref: Reference, target, method: str, step_size: float, batch_size:
     return (pooled_mean - ref.mean) / ref.sd, np.sqrt(var) / ref.sd - 1.0
 
 
-def _step_sizes(method: str, step_size: float, n_steps: int) -> np.ndarray:
-    m = get_method(method)
-    sched = m.schedule(n_steps, **_schedule_kwargs(method, step_size, n_steps))
-    return np.asarray(sched.block(0, n_steps).step_size)
-
-
-def _temperatures(method: str, n_steps: int) -> np.ndarray:
-    m = get_method(method)
-    sched = m.schedule(n_steps, **_schedule_kwargs(method, 1.0, n_steps))
-    return np.asarray(sched.block(0, n_steps).temperature)
+def _schedule_values(method: str, step_size: float, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    # the run's own step sizes and temperatures, from the method's schedule as sample builds it
+    block = get_method(method).schedule(n_steps, **_schedule_kwargs(method, step_size)).block(0, n_steps)
+    return np.asarray(block.step_size), np.asarray(block.temperature)
 
 
 @dataclass
