@@ -518,3 +518,28 @@ def unknown_options(method: Method, given) -> None:
     known = sorted(set(method.schedule_options) | set(method.algorithm.options))
     bad = sorted(given)
     raise ParameterTypeError(bad[0], f"unknown option(s) for method {method.name!r}: {bad}; accepted: {known}")
+
+
+def known_precision(target) -> np.ndarray | None:
+    """The Hessian of ``U`` where the target is Gaussian and says so (``extras["precision"]``), else None."""
+    return target.extras.get("precision") if target.extras else None
+
+
+def refuse_step(largest: float, limit: float, what: str) -> None:
+    """Raise a ParameterError naming ``step_size`` when ``largest >= limit`` (a stability limit, said in ``what``)."""
+    if largest >= limit:
+        raise ParameterError(
+            "step_size",
+            f"step_size {largest:.6g} is beyond the stability limit {limit:.6g} ({what}): the iterates would diverge",
+        )
+
+
+def refuse_emulated_noise(alg_name: str, target, why: str) -> None:
+    """Raise a ParameterError naming ``target`` when it emulates gradient noise that ``alg_name`` cannot take."""
+    v = target.grad_noise_cov
+    if v is not None and np.any(v):
+        raise ParameterError(
+            "target",
+            f"{alg_name} cannot take the emulated gradient noise of target {target.name!r} ({why}); give it a "
+            "target with exact gradients or one that draws minibatches",
+        )

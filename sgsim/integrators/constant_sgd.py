@@ -69,7 +69,17 @@ from .._jit import jit
 from .._validate import ParameterError, ParameterTypeError, finite_array, integer, spd_matrix
 from ..dynamics import Noise
 from ..schedules import Schedule
-from ._base import CONSTANT_OPTIONS, INDEPENDENT, Algorithm, Method, Option, check_unit_interval, constant_schedule
+from ._base import (
+    CONSTANT_OPTIONS,
+    INDEPENDENT,
+    Algorithm,
+    Method,
+    Option,
+    check_unit_interval,
+    constant_schedule,
+    known_precision,
+    refuse_step,
+)
 from ._loop import stay
 
 __all__ = [
@@ -362,42 +372,29 @@ def _sgld_wt_noise(block, target, options):
     return Noise((block.step_size * block.temperature, (0.5 * block.step_size) ** 2), (eye, v))
 
 
-def _precision(target) -> np.ndarray | None:
-    # the Hessian of U where the target is Gaussian and says so
-    return target.extras.get("precision") if target.extras else None
-
-
-def _refuse(largest: float, limit: float, what: str) -> None:
-    if largest >= limit:
-        raise ParameterError(
-            "step_size",
-            f"step_size {largest:.6g} is beyond the stability limit {limit:.6g} ({what}): the iterates would diverge",
-        )
-
-
 def _stability_sgd(largest: float, target, options) -> None:
-    p = _precision(target)
+    p = known_precision(target)
     if p is None:
         return
     h = preconditioner_matrix(options["preconditioner"], target.dim)
     # eigenvalues of H P / N, real and positive (similar to P^(1/2) H P^(1/2) / N)
     lam = float(np.max(np.linalg.eigvals(h @ p).real)) * averaged_loss_scale(options["n_data"])
-    _refuse(largest, 2.0 / lam, "2 / lambda_max(H A)")
+    refuse_step(largest, 2.0 / lam, "2 / lambda_max(H A)")
 
 
 def _stability_momentum(largest: float, target, options) -> None:
-    p = _precision(target)
+    p = known_precision(target)
     if p is None:
         return
     lam = float(np.linalg.eigvalsh(p)[-1]) * averaged_loss_scale(options["n_data"])
-    _refuse(largest, 2.0 * (2.0 - options["damping"]) / lam, "2 (2 - mu) / lambda_max(A)")
+    refuse_step(largest, 2.0 * (2.0 - options["damping"]) / lam, "2 (2 - mu) / lambda_max(A)")
 
 
 def _stability_sgld_wt(largest: float, target, options) -> None:
-    p = _precision(target)
+    p = known_precision(target)
     if p is None:
         return
-    _refuse(largest, 4.0 / float(np.linalg.eigvalsh(p)[-1]), "4 / lambda_max of U's Hessian")
+    refuse_step(largest, 4.0 / float(np.linalg.eigvalsh(p)[-1]), "4 / lambda_max of U's Hessian")
 
 
 # ----------------------------------------------------------------------------- the algorithms
