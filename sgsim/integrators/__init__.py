@@ -7,7 +7,7 @@ line here per method (``CONTRIBUTING.md`` in the repository says which checks it
 
 from __future__ import annotations
 
-from . import constant_sgd, sghmc, sgld, sgld_repulsive, svgd
+from . import constant_sgd, sghmc, sgld, sgld_repulsive, sgnht, splitting, svgd
 from ._base import INDEPENDENT, INTERACTING, METHODS, ORIGINS, Algorithm, Method, Option, get_method, register
 
 __all__ = [
@@ -33,3 +33,7 @@ register(sgld_repulsive.MINUS_GAMMA)
 register(sgld_repulsive.RANDOM_BATCH)
 for _method in constant_sgd.METHODS:
     register(_method)
+for _method in splitting.METHODS:
+    register(_method)
+register(sgnht.METHOD)
+register(sgnht.CYCLICAL)
