@@ -1,4 +1,7 @@
-"""Diagnostics: mode coverage, moment errors, ESS and R-hat (through ArviZ), cycle weights.
+"""Diagnostics: mode coverage, moment errors, ESS and R-hat (through ArviZ), nested R-hat, cycle
+weights, and the fluctuation-dissipation ratio of constant SGD.
+
+The kernel Stein discrepancy is in :mod:`sgsim.stein`.
 
 Nothing here runs a sampler: every function takes draws (arrays or InferenceData). The
 chains a result marks as diverged are left out of every figure, with a ``RuntimeWarning``
@@ -7,12 +10,14 @@ naming them (:func:`healthy_draws`).
 
 from __future__ import annotations
 
+import json
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 from scipy import special, stats
 
-from ._validate import integer, positive_float
+from ._validate import ParameterError, finite_array, integer, positive_float, real
 
 __all__ = [
     "mode_counts",
@@ -22,7 +27,11 @@ __all__ = [
     "moment_errors",
     "ess",
     "rhat",
+    "nested_rhat",
+    "NESTED_RHAT_THRESHOLD",
     "cycle_weights",
+    "FluctuationDissipation",
+    "fluctuation_dissipation",
     "draws_array",
     "healthy_draws",
 ]
@@ -376,3 +385,304 @@ def cycle_weights(log_likelihood, cycle, method: str = "harmonic") -> np.ndarray
         raise ValueError("log_likelihood must be finite")
     logw = np.array([np.log(np.sum(cyc == m)) - special.logsumexp(-ll[cyc == m]) for m in labels])
     return np.exp(logw - special.logsumexp(logw))
+
+
+# ----------------------------------------------------------------------------- nested R-hat
+
+#: ``1 + delta`` with ``delta = 0.01``: nested R-hat below it passes (:ref:`theory-nested-rhat`).
+NESTED_RHAT_THRESHOLD = 1.01
+
+
+def _by_cycle(draws, var_name: str) -> np.ndarray:
+    # (cycle, chain, draw, d): each cycle's kept draws of every healthy chain
+    if not (hasattr(draws, "sample_stats") and "cycle" in draws.sample_stats):
+        raise ParameterError("superchains", "superchains='cycle' needs a result of sgsim.sample with its cycles")
+    arr = healthy_draws(draws, var_name, what="nested R-hat")
+    cycle = np.asarray(draws.sample_stats["cycle"].values)
+    cycle = cycle.reshape(-1, cycle.shape[-1])[0] if cycle.ndim > 1 else cycle
+    labels = [m for m in np.unique(cycle) if m >= 0]  # -1: warm-up draws, in no cycle
+    sizes = {int(m): int(np.sum(cycle == m)) for m in labels}
+    if len(set(sizes.values())) > 1:
+        raise ParameterError(
+            "superchains",
+            f"superchains='cycle' needs the same number of kept draws in every cycle, got {sizes} "
+            "(draws per cycle by cycle index)",
+        )
+    return np.stack([arr[:, cycle == m] for m in labels])
+
+
+def _by_labels(arr: np.ndarray, labels) -> np.ndarray:
+    # (superchain, chain, draw, d) from one label per chain; equal group sizes required
+    labels = np.asarray(labels)
+    if labels.shape != (arr.shape[0],):
+        raise ParameterError(
+            "superchains", f"superchains must give one label per chain ({arr.shape[0]}), got shape {labels.shape}"
+        )
+    groups, counts = np.unique(labels, return_counts=True)
+    if counts.min() != counts.max():
+        raise ParameterError(
+            "superchains",
+            "every superchain must hold the same number of chains, got "
+            f"{dict(zip(groups.tolist(), counts.tolist(), strict=True))} (chains by label)",
+        )
+    return np.stack([arr[labels == g] for g in groups])
+
+
+def nested_rhat(draws, superchains, var_name: str = "theta") -> np.ndarray:
+    """Nested R-hat per dimension, over superchains of chains.
+
+    Margossian, Hoffman, Sountsov, Riou-Durand, Vehtari and Gelman (2024), Nested R-hat:
+    assessing the convergence of Markov chain Monte Carlo when running many short chains,
+    Definition 2.2 (eqs. 6-8). With ``K`` superchains of ``M`` chains of ``N`` draws,
+    ``theta_nmk`` the ``n``-th draw of chain ``m`` of superchain ``k``, chain means
+    ``theta_.mk``, superchain means ``theta_..k`` and their mean ``theta_...``:
+
+    - ``B_nu = (1 / (K - 1)) sum_k (theta_..k - theta_...)^2`` (between superchains),
+    - ``W_nu = (1 / K) sum_k (B~_k + W~_k)`` (within superchains), with
+      ``B~_k = (1 / (M - 1)) sum_m (theta_.mk - theta_..k)^2`` (0 when ``M = 1``) and
+      ``W~_k = (1 / M) sum_m (1 / (N - 1)) sum_n (theta_nmk - theta_.mk)^2`` (0 when ``N = 1``),
+    - ``nR = sqrt(1 + B_nu / W_nu)``.
+
+    Draws pass when ``nR < 1 + delta``; :data:`NESTED_RHAT_THRESHOLD` is ``1.01``. For
+    stationary chains ``nR^2 - 1`` is about ``1 / (M N_eff)`` (``N_eff`` the effective size
+    of one chain), so the threshold asks for ``M N_eff`` of about 50 or more per superchain
+    (:ref:`theory-nested-rhat`).
+
+    Parameters
+    ----------
+    draws : InferenceData or array_like
+        A result of :func:`sgsim.sample` (chains marked as diverged are left out, with a
+        warning, and so are their labels) or draws of shape ``(chain, draw, d)``.
+    superchains : int, array_like or "cycle"
+        How chains group into superchains:
+
+        - an int ``K >= 2``: the chains in order, cut into ``K`` groups of ``n_chains / K``
+          consecutive chains (``n_chains`` must be a multiple of ``K``);
+        - one label per chain (any hashable values): chains with equal labels form a
+          superchain, and every superchain must hold the same number of chains;
+        - ``"cycle"`` (a cyclical run's result): each cycle is a superchain, and its chains are
+          the run's chains cut to the draws kept in that cycle (so ``M = n_chains``, ``N`` the
+          kept draws per cycle, which must be equal across cycles; warm-up draws, cycle -1,
+          are left out). These chains do not share a starting point, as the paper's design
+          has them do: nested R-hat then asks whether every cycle samples the same law, i.e.
+          whether the run drifts from cycle to cycle.
+    var_name : str
+        The posterior variable of an InferenceData.
+
+    Returns
+    -------
+    ndarray, shape (d,)
+        Nested R-hat of each coordinate (``inf`` where ``W_nu = 0`` and ``B_nu > 0``).
+
+    Examples
+    --------
+    Sixteen chains, four superchains of four: mixed chains pass, chains stuck in two modes do
+    not:
+
+    >>> import numpy as np
+    >>> from sgsim import diagnostics
+    >>> x = np.random.default_rng(0).standard_normal((16, 100, 1))  # (chain, draw, dim)
+    >>> bool(diagnostics.nested_rhat(x, 4)[0] < diagnostics.NESTED_RHAT_THRESHOLD)
+    True
+    >>> stuck = x + np.repeat([-2.0, 2.0, -2.0, 2.0], 4)[:, None, None]
+    >>> print(diagnostics.nested_rhat(stuck, 4).round(2))
+    [2.57]
+    """
+    if isinstance(superchains, str):
+        if superchains != "cycle":
+            raise ParameterError("superchains", f"superchains must be an int, labels or 'cycle', got {superchains!r}")
+        nested = _by_cycle(draws, var_name)
+    else:
+        _needs_draws(draws, "nested R-hat")
+        arr = draws_array(draws, var_name) if hasattr(draws, "groups") else np.asarray(draws, dtype=np.float64)
+        if arr.ndim != 3:
+            raise ParameterError("draws", f"draws must have shape (chain, draw, d), got {arr.shape}")
+        bad = diverged_chains(draws, arr.shape[0])
+        if isinstance(superchains, (int, np.integer)) and not isinstance(superchains, bool):
+            k = integer("superchains", superchains, low=2)
+            if arr.shape[0] % k:
+                raise ParameterError(
+                    "superchains", f"{arr.shape[0]} chains do not split into {k} superchains of equal size"
+                )
+            labels = np.repeat(np.arange(k), arr.shape[0] // k)
+        else:
+            labels = np.asarray(superchains)
+            if labels.shape != (arr.shape[0],):
+                raise ParameterError(
+                    "superchains",
+                    f"superchains must give one label per chain ({arr.shape[0]}), got shape {labels.shape}",
+                )
+        _leave_out(bad, "nested R-hat")
+        nested = _by_labels(arr[~bad], labels[~bad])
+    k, m, n = nested.shape[:3]
+    if k < 2:
+        raise ParameterError("superchains", f"nested R-hat needs at least 2 superchains, got {k}")
+    if n < 1 or m < 1:
+        raise ParameterError("draws", "every chain needs at least one draw")
+    if m == 1 and n == 1:
+        raise ParameterError(
+            "superchains", "with one chain of one draw per superchain there is no within-superchain variance"
+        )
+    nested = finite_array("draws", nested)
+    chain_mean = nested.mean(axis=2)  # (K, M, d)
+    super_mean = chain_mean.mean(axis=1)  # (K, d)
+    between = super_mean.var(axis=0, ddof=1)
+    b_k = chain_mean.var(axis=1, ddof=1) if m > 1 else np.zeros_like(super_mean)
+    w_k = nested.var(axis=2, ddof=1).mean(axis=1) if n > 1 else np.zeros_like(super_mean)
+    within = (b_k + w_k).mean(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.sqrt(1.0 + between / within)
+
+
+# ----------------------------------------------------------------------------- fluctuation-dissipation
+
+
+class FluctuationDissipation(NamedTuple):
+    """The fluctuation-dissipation ratio of a constant-rate SGD run and its standard error.
+
+    Attributes
+    ----------
+    ratio : float
+        ``sum_k (theta_k - c) . g_k / sum_k (epsilon / 2) |g_k|^2`` over every chain and step
+        (its momentum form for SGD with momentum): 1 in expectation at stationarity.
+    se : float
+        Its standard error, from the spread of the chains' sums (a ratio estimator over
+        independent chains).
+    z : float
+        ``(ratio - 1) / se``; a large ``|z|`` says the run is not stationary.
+    n_chains : int
+    n_steps : int
+        Steps per chain that entered the sums.
+    """
+
+    ratio: float
+    se: float
+    z: float
+    n_chains: int
+    n_steps: int
+
+
+def _run_options(draws) -> tuple[float, np.ndarray]:
+    # (damping, the run's kept steps) of an sgsim result of sgd or momentum_sgd
+    method = draws.attrs.get("method")
+    if method not in ("sgd", "momentum_sgd"):
+        raise ParameterError(
+            "draws", f"the fluctuation-dissipation ratio reads runs of 'sgd' or 'momentum_sgd', got {method!r}"
+        )
+    options = json.loads(draws.attrs["sgsim_config"]).get("options", {})
+    damping = float(options.get("damping", 0.1)) if method == "momentum_sgd" else 1.0
+    rates = np.asarray(draws.sample_stats["step_size"].values).ravel()
+    if not np.all(rates == rates[0]):
+        raise ParameterError("draws", "the fluctuation-dissipation ratio needs a constant step size")
+    steps = np.asarray(draws.sample_stats["step"].values)
+    steps = steps.reshape(-1, steps.shape[-1])[0] if steps.ndim > 1 else steps
+    return damping, steps
+
+
+def fluctuation_dissipation(
+    draws, gradients=None, *, step_size=None, damping: float = 1.0, center=None, var_name: str = "theta"
+) -> FluctuationDissipation:
+    r"""Yaida's fluctuation-dissipation ratio of a constant-rate SGD run: 1 at stationarity.
+
+    Constant SGD ``theta_{k+1} = theta_k - epsilon g_k`` (``g_k`` the minibatch gradient the
+    step used) has, at stationarity and for any fixed point ``c``,
+
+    ``E[(theta - c) . g] = (epsilon / 2) E[|g|^2]``
+
+    exactly (Yaida (2018), Fluctuation-dissipation relations for stochastic gradient descent,
+    the first relation of §2): expand ``|theta_{k+1} - c|^2`` and take expectations of both
+    sides. With momentum, ``v_{k+1} = (1 - mu) v_k - epsilon g_k`` and
+    ``theta_{k+1} = theta_k + v_{k+1}``, the same argument applied to ``|theta|^2``,
+    ``theta . v`` and ``|v|^2`` gives ``E[(theta - c) . g] = ((2 - mu) / (2 epsilon)) E[|v|^2]``
+    (:ref:`theory-fdr`). This function returns the ratio of the two sides' sums over every chain
+    and step, ``sum (theta_k - c) . g_k / sum (epsilon / 2) |g_k|^2`` (the right side replaced
+    by its momentum form when ``mu < 1``), and its standard error from the spread of the
+    chains' sums.
+
+    Units: only the move ``epsilon g`` enters. In the constant-SGD paper's units
+    (:mod:`sgsim.integrators.constant_sgd`) ``epsilon`` is the learning rate on the averaged
+    loss ``L = U / N`` and ``g`` the minibatch gradient of ``L``; sgsim's step ``alpha =
+    epsilon / N`` on ``U`` with gradients of ``U`` gives the same ratio. Without
+    ``gradients`` the move is read from consecutive iterates (``epsilon g_k = theta_k -
+    theta_{k+1}``, or ``(1 - mu) v_k - v_{k+1}`` with ``v_{k+1} = theta_{k+1} - theta_k``), so
+    neither ``epsilon`` nor ``N`` is needed; for preconditioned SGD ``theta <- theta - epsilon
+    H g`` the ratio is then the one of ``H g``.
+
+    Parameters
+    ----------
+    draws : InferenceData or array_like, shape (chain, draw, d)
+        Iterates of at least 2 independent chains. A result of :func:`sgsim.sample` must be
+        of ``sgd`` or ``momentum_sgd`` at a constant step size; without ``gradients`` it
+        must keep every step (``thin=1``), and its damping ``mu`` is read from the run.
+    gradients : array_like, shape like ``draws``, optional
+        The minibatch gradient each step used at each kept iterate (plain SGD only); the
+        iterates need not then be consecutive.
+    step_size : float, optional
+        ``epsilon`` (with ``gradients`` only): the rate that multiplies ``gradients``.
+    damping : float
+        ``mu`` in ``(0, 1]`` for an array of iterates of SGD with momentum (1: plain SGD).
+    center : array_like, shape (d,), optional
+        The fixed point ``c`` (the origin by default). Any fixed point gives an exact relation
+        (at stationarity ``E g = 0``); one near the iterates' mean gives the smallest error.
+    var_name : str
+        The posterior variable of an InferenceData.
+
+    Returns
+    -------
+    FluctuationDissipation
+        ``ratio``, ``se``, ``z = (ratio - 1) / se``, ``n_chains`` and ``n_steps``.
+
+    Notes
+    -----
+    Without ``gradients`` each chain's sum of ``(theta_k - c) . epsilon g_k - (epsilon^2 / 2)
+    |g_k|^2`` telescopes to ``(|theta_first - c|^2 - |theta_last - c|^2) / 2``: the ratio
+    tests whether ``E|theta - c|^2`` stays put over the run, and batch means within a chain
+    would overstate its error. The chains' sums are independent, so their spread gives the
+    error honestly (``C / (C - 1) sum_c (A_c - ratio B_c)^2 / (sum_c B_c)^2``, the variance of a
+    ratio estimator over ``C`` independent chains); use ten chains or more for a useful ``se``.
+    """
+    mu = real("damping", damping, 0.0, 1.0, low_open=True)
+    if hasattr(draws, "groups"):
+        mu, steps = _run_options(draws)
+        if gradients is None and (steps.size < 3 or not np.all(np.diff(steps) == 1)):
+            raise ParameterError("draws", "reading the gradients from the iterates needs every step kept (thin=1)")
+        theta = healthy_draws(draws, var_name, what="the fluctuation-dissipation ratio")
+    else:
+        theta = np.asarray(draws, dtype=np.float64)
+    if theta.ndim != 3:
+        raise ParameterError("draws", f"draws must have shape (chain, draw, d), got {theta.shape}")
+    theta = finite_array("draws", theta)
+    n_chains, n_draws, d = theta.shape
+    if n_chains < 2:
+        raise ParameterError("draws", f"the standard error needs at least 2 independent chains, got {n_chains}")
+    c = np.zeros(d) if center is None else finite_array("center", center, (d,))
+    x = theta - c
+    if gradients is not None:
+        if mu != 1.0:
+            raise ParameterError("damping", "with gradients, only plain SGD (damping 1) is supported")
+        if step_size is None:
+            raise ParameterError("step_size", "step_size (> 0, the rate that multiplies gradients) goes with gradients")
+        eps = positive_float("step_size", step_size)
+        g = finite_array("gradients", gradients, theta.shape)
+        a = eps * np.einsum("cki,cki->ck", x, g)  # (theta - c) . epsilon g
+        b = 0.5 * eps**2 * np.einsum("cki,cki->ck", g, g)
+    else:
+        if step_size is not None:
+            raise ParameterError("step_size", "step_size goes with gradients; the iterates alone need none")
+        v = np.diff(theta, axis=1)  # v[:, k] = theta_{k+1} - theta_k
+        if mu == 1.0:
+            move, x, nxt = -v, x[:, :-1], v  # epsilon g_k = theta_k - theta_{k+1}
+        else:
+            move, x, nxt = (1.0 - mu) * v[:, :-1] - v[:, 1:], x[:, 1:-1], v[:, 1:]
+        if move.shape[1] < 1:
+            raise ParameterError("draws", f"too few iterates per chain ({n_draws}) to read a step")
+        a = np.einsum("cki,cki->ck", x, move)
+        b = 0.5 * (2.0 - mu) * np.einsum("cki,cki->ck", nxt, nxt)
+    a_c, b_c = a.sum(axis=1), b.sum(axis=1)
+    total = float(b_c.sum())
+    if not total > 0:
+        raise ParameterError("draws", "the iterates never move: the ratio is undefined")
+    ratio = float(a_c.sum()) / total
+    se = float(np.sqrt(n_chains / (n_chains - 1.0) * np.sum((a_c - ratio * b_c) ** 2)) / total)
+    z = (ratio - 1.0) / se if se > 0 else (0.0 if ratio == 1.0 else float(np.sign(ratio - 1.0)) * np.inf)
+    return FluctuationDissipation(ratio, se, z, n_chains, int(a.shape[1]))
