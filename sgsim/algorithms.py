@@ -328,7 +328,9 @@ def affine_steps(method, target, n_steps=None, *, schedule=None, noise_correctio
     for k in range(k_steps):
         after = advance_probes(run, shaped.copy(), normals, k).reshape(-1, n)
         if not np.all(np.isfinite(after)):
-            raise ParameterError("step_size", f"{run.method.name!r}: a probe of step {k} is not finite")
+            # an affine map is finite everywhere: a step undefined at some states (a square root of a
+            # negative running moment, say) is not affine
+            raise NotAffineError(f"{run.method.name!r}: step {k} is not finite from every probe state")
         base = after[0]
         f = (after[1 : n + 1] - base).T
         r = (after[n + 2 : n + 2 + d] - base).T

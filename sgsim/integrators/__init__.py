@@ -7,7 +7,7 @@ line here per method (``CONTRIBUTING.md`` in the repository says which checks it
 
 from __future__ import annotations
 
-from . import constant_sgd, sghmc, sgld, sgld_repulsive, sgnht, splitting, svgd
+from . import constant_sgd, psgld, sghmc, sgld, sgld_repulsive, sgnht, splitting, svgd
 from ._base import INDEPENDENT, INTERACTING, METHODS, ORIGINS, Algorithm, Method, Option, get_method, register
 
 __all__ = [
@@ -37,3 +37,5 @@ for _method in splitting.METHODS:
     register(_method)
 register(sgnht.METHOD)
 register(sgnht.CYCLICAL)
+for _method in psgld.METHODS:
+    register(_method)

@@ -543,3 +543,12 @@ def refuse_emulated_noise(alg_name: str, target, why: str) -> None:
             f"{alg_name} cannot take the emulated gradient noise of target {target.name!r} ({why}); give it a "
             "target with exact gradients or one that draws minibatches",
         )
+
+
+def exact_kit_target():
+    """The conformance kit's target without its emulated gradient noise, as a ``Method.example`` target
+    for samplers that refuse emulated noise (a splitting's kicks, an adaptive preconditioner).
+    """
+    from ..testing import kit_target  # the kit sits above the integrators
+
+    return kit_target(gradient_noise=False)

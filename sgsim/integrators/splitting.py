@@ -68,6 +68,7 @@ from ._base import (
     Option,
     constant_schedule,
     cyclical_schedule,
+    exact_kit_target,
     known_precision,
     refuse_emulated_noise,
     refuse_step,
@@ -200,13 +201,6 @@ def obabo_oracle(x, grad_u, z, a, k, options):
     p = p - 0.5 * h * g  # B
     theta = theta + h * p  # A
     return np.stack([theta, p])
-
-
-def exact_kit_target():
-    """The conformance kit's target without its emulated gradient noise (which these schemes refuse)."""
-    from ..testing import kit_target  # the kit sits above the integrators
-
-    return kit_target(gradient_noise=False)
 
 
 def _check_friction(name, value):
