@@ -152,7 +152,7 @@ def test_two_particle_svgd_fixed_point():
     "call, match",
     [
         (lambda: fp.grid(0.0, 1.0, 2), "n must"),
-        (lambda: fp.grid([0, 0, 0], [1, 1, 1], 5), "1 or 2"),
+        (lambda: fp.grid([0] * 5, [1] * 5, 5), "1 to 4"),
         (lambda: fp.grid(1.0, 0.0, 5), "low < high"),
         (lambda: fp.operator(fp.grid(0.0, 1.0, 5), np.zeros((1, 4)), np.zeros((1, 1, 5))), "drift"),
         (lambda: fp.two_particle_generator(fp.grid(0.0, 1.0, 5), lambda z: z, 1.0), "2-D"),

@@ -23,7 +23,9 @@ This module makes those statements numerical:
   like ``h^2`` for a sampler that leaves ``pi`` stationary and stays of order one otherwise;
 - drift and diffusion of SGLD (:func:`sgld_generator`) and of two interacting particles in one
   dimension, whose joint density lives on a 2-D grid (:func:`two_particle_generator`: SGLD
-  with repulsive forces, its ``-Gamma`` variant, and SVGD's noise-free flow);
+  with repulsive forces, its ``-Gamma`` variant, and SVGD's noise-free flow), or with their
+  momenta on a 4-D grid (:func:`two_particle_hamiltonian_generator`: Hamiltonian SGLD with
+  repulsive forces and two broken variants);
 - :func:`evolve`: the gradient-flow form stepped in time with fluxes through cell faces, so
   that mass is conserved to rounding, ``pi`` is stationary to rounding where ``D`` is
   diagonal, and the density approaches ``pi`` from any start it can reach;
@@ -56,17 +58,20 @@ __all__ = [
     "stationarity_residual",
     "sgld_generator",
     "two_particle_generator",
+    "two_particle_hamiltonian_generator",
     "evolve",
     "svgd_two_particle_fixed_point",
     "TWO_PARTICLE_KINDS",
+    "HAMILTONIAN_KINDS",
 ]
 
 TWO_PARTICLE_KINDS = ("sgld_repulsive", "minus_gamma", "svgd")
+HAMILTONIAN_KINDS = ("sghmc_repulsive", "no_gamma", "independent_noise")
 
 
 @dataclass(frozen=True)
 class Grid:
-    """A regular grid of nodes on a box in one or two dimensions.
+    """A regular grid of nodes on a box in one to four dimensions.
 
     Attributes
     ----------
@@ -78,7 +83,7 @@ class Grid:
 
     @property
     def dim(self) -> int:
-        """Number of dimensions (1 or 2)."""
+        """Number of dimensions (1 to 4)."""
         return len(self.axes)
 
     @property
@@ -122,7 +127,7 @@ def grid(low, high, n: int | Sequence[int]) -> Grid:
     Parameters
     ----------
     low, high : float or sequence of float
-        Corners of the box, one value per dimension (1 or 2 of them); a scalar for 1-D.
+        Corners of the box, one value per dimension (1 to 4 of them); a scalar for 1-D.
     n : int or sequence of int
         Nodes per dimension, >= 3.
     """
@@ -130,8 +135,8 @@ def grid(low, high, n: int | Sequence[int]) -> Grid:
     high_a = np.atleast_1d(np.asarray(high, float))
     n_a = np.atleast_1d(np.asarray(n))
     dim = max(low_a.size, high_a.size, n_a.size)
-    if dim not in (1, 2):
-        raise ParameterError("low", f"grids have 1 or 2 dimensions, got {dim}")
+    if not 1 <= dim <= 4:
+        raise ParameterError("low", f"grids have 1 to 4 dimensions, got {dim}")
     low_a, high_a, n_a = (np.broadcast_to(x, (dim,)) for x in (low_a, high_a, n_a))
     if not (np.all(np.isfinite(low_a)) and np.all(np.isfinite(high_a)) and np.all(high_a > low_a)):
         raise ParameterError("high", f"the box needs finite low < high in every dimension, got {low_a} and {high_a}")
@@ -315,6 +320,69 @@ def two_particle_generator(
     if kind != "svgd":
         diffusion[0, 0] = diffusion[1, 1] = c
         diffusion[0, 1] = diffusion[1, 0] = c * k
+    return drift, diffusion
+
+
+def two_particle_hamiltonian_generator(
+    g: Grid,
+    grad_u: Callable,
+    bandwidth: float,
+    friction: float = 1.0,
+    kind: str = "sghmc_repulsive",
+    normalise: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Drift and diffusion of two interacting particles in one dimension with their momenta.
+
+    The state is ``(z_1, z_2, p_1, p_2)`` and ``H = U(z_1) + U(z_2) + (p_1^2 + p_2^2) / 2``.
+    With ``k = exp(-(z_1 - z_2)^2 / h)``, ``K = [[1, k], [k, 1]]``, ``c = 1/2`` (``normalise``)
+    or 1 and the friction ``C``, the recipe of "Stochastic Gradient MCMC with Repulsive
+    Forces", eq. 5, with the curl matrix ``Q = c [[0, -K], [K, 0]]`` and the diffusion
+    ``D = c [[0, 0], [0, C K]]`` gives
+
+    .. math::
+
+        \dot z = c K p, \qquad
+        \dot p = c\big(-K \nabla U(z) + \Gamma - C K p\big) + \text{noise of covariance } 2 c C K,
+
+    with ``Gamma = (2/h) k (z_1 - z_2, z_2 - z_1)``, the divergence of ``Q``'s lower block
+    (see :func:`two_particle_generator` for the overdamped version).
+
+    Parameters
+    ----------
+    g : Grid
+        A 4-D grid over ``(z_1, z_2, p_1, p_2)``.
+    grad_u : callable
+        ``U'`` of the one-particle target, vectorised.
+    bandwidth : float
+        ``h > 0``.
+    friction : float
+        ``C > 0``.
+    kind : str
+        ``"sghmc_repulsive"``: the drift and diffusion above (leave ``exp(-H)`` stationary);
+        ``"no_gamma"``: ``Gamma`` dropped; ``"independent_noise"``: the noise's covariance
+        ``2 c C I`` while the friction stays ``c C K p`` (the fluctuation-dissipation balance
+        broken). Neither of the last two is stationary for ``exp(-H)``.
+    normalise : bool
+        Use ``c = 1/L = 1/2``.
+    """
+    if g.dim != 4:
+        raise ParameterError("g", f"two particles in one dimension with momenta need a 4-D grid, got {g.dim}-D")
+    if kind not in HAMILTONIAN_KINDS:
+        raise ParameterError("kind", f"kind must be one of {HAMILTONIAN_KINDS}, got {kind!r}")
+    h = positive_float("bandwidth", bandwidth)
+    fric = positive_float("friction", friction)
+    c = 0.5 if normalise else 1.0
+    z1, z2, p1, p2 = np.meshgrid(*g.axes, indexing="ij")
+    k = np.exp(-((z1 - z2) ** 2) / h)
+    g1 = np.asarray(grad_u(z1.ravel()), float).reshape(g.shape)
+    g2 = np.asarray(grad_u(z2.ravel()), float).reshape(g.shape)
+    gamma1 = 0.0 if kind == "no_gamma" else (2.0 / h) * k * (z1 - z2)
+    kp1, kp2 = p1 + k * p2, k * p1 + p2
+    drift = c * np.stack([kp1, kp2, -(g1 + k * g2) + gamma1 - fric * kp1, -(k * g1 + g2) - gamma1 - fric * kp2])
+    diffusion = np.zeros((4, 4) + g.shape)
+    diffusion[2, 2] = diffusion[3, 3] = c * fric
+    if kind != "independent_noise":
+        diffusion[2, 3] = diffusion[3, 2] = c * fric * k
     return drift, diffusion
 
 
