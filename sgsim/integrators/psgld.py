@@ -112,7 +112,7 @@ def update_gamma(x, theta, g, z, noisy, a, k, consts):
 
 
 def _preconditioner(x, g, options):
-    v = options["decay"] * x[1] + (1.0 - options["decay"]) * g * g
+    v = options["rms_decay"] * x[1] + (1.0 - options["rms_decay"]) * g * g
     return v, 1.0 / (options["floor"] + np.sqrt(v))
 
 
@@ -149,7 +149,8 @@ def _noise_gamma(block, target, options):
     if np.any((temp != 0.0) & (temp != 1.0)):
         bad = float(temp[(temp != 0.0) & (temp != 1.0)][0])
         raise ParameterError(
-            "temperature", f"psgld_gamma's Gamma term is written for T = 1 (and 0 on exploration steps); got {bad}"
+            "temperature",
+            f"psgld_gamma's Gamma term is written for temperature 1 (and 0 on exploration steps), not {bad}",
         )
     return _noise(block, target, options)
 
@@ -174,7 +175,7 @@ def _check_floor(name, value):
 
 
 _OPTIONS = {
-    "decay": Option(0.99, _check_decay, "beta in (0, 1): the moving average of g^2 keeps beta per step"),
+    "rms_decay": Option(0.99, _check_decay, "beta in (0, 1): the moving average of g^2 keeps beta per step"),
     "floor": Option(1e-5, _check_floor, "lambda > 0: G = 1 / (lambda + sqrt(V))"),
 }
 _UNITS = "drift step_size * G grad U, noise covariance 2 * step_size * T * G, G = 1 / (lambda + sqrt(V))"
@@ -188,7 +189,7 @@ PSGLD = Algorithm(
     options=_OPTIONS,
     units=_UNITS,
     step=(stay, update),
-    constants=lambda options: Constants(options["decay"], options["floor"]),
+    constants=lambda options: Constants(options["rms_decay"], options["floor"]),
     noise=_noise,
     check=_check,
     oracle=oracle,
@@ -203,14 +204,14 @@ PSGLD_GAMMA = Algorithm(
     options=_OPTIONS,
     units=_UNITS + "; plus step_size * T * Gamma",
     step=(stay, update_gamma),
-    constants=lambda options: Constants(options["decay"], options["floor"]),
+    constants=lambda options: Constants(options["rms_decay"], options["floor"]),
     noise=_noise_gamma,
     check=_check,
     oracle=oracle_gamma,
     references=_REFS,
 )
 
-_EXAMPLE = {"target": exact_kit_target, "decay": 0.9, "floor": 0.1}
+_EXAMPLE = {"target": exact_kit_target, "rms_decay": 0.9, "floor": 0.1}
 METHODS = (
     Method("psgld", PSGLD, constant_schedule, CONSTANT_OPTIONS, PSGLD.summary, _REFS, _EXAMPLE),
     Method(
