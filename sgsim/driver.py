@@ -90,6 +90,9 @@ class Run:
     divergence_bound : float or None
         A replica whose ``max_i |theta_i|`` exceeds it has diverged (None: only non-finite
         states count).
+    given_target : Target or None
+        The target as the caller gave it, where the algorithm's ``gradient`` replaced it by
+        ``target`` (its gradient estimator); results record this one.
     """
 
     target: _targets.Target
@@ -103,6 +106,7 @@ class Run:
     n_particles: int | None
     basis: NoiseBasis
     divergence_bound: float | None = None
+    given_target: _targets.Target | None = None
 
     @property
     def interacting(self) -> bool:
@@ -219,6 +223,9 @@ def prepare(
     if n_particles is not None:
         common["n_particles"] = n_particles
     opts = alg.validate(dyn_kw, target, **common)
+    given_target = None
+    if alg.gradient is not None:
+        given_target, target = target, alg.gradient(target, opts)
     if burn_in >= schedule.n_steps:
         raise ParameterError("burn_in", f"burn_in must be < n_steps ({schedule.n_steps}), got {burn_in}")
     first = schedule.block(0, min(schedule.n_steps, _BLOCK_STEPS))
@@ -244,7 +251,10 @@ def prepare(
         raise ParameterError("burn_in", "no draw would be kept: check burn_in, thin and the schedule's sampling stages")
     if storage == "final":
         n_draws = 1
-    run = Run(target, method, schedule, opts, burn_in, thin, storage, n_draws, n_particles, basis, divergence_bound)
+    run = Run(
+        target, method, schedule, opts, burn_in, thin, storage, n_draws, n_particles, basis, divergence_bound,
+        given_target,
+    )  # fmt: skip
     return run, steps
 
 

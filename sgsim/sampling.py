@@ -415,10 +415,12 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
             "theta_cov": cov.reshape((n_chains,) + member + (tgt.dim,)),
             "n_draws": count.reshape(n_chains, -1)[:, 0],
         }
+    # the target as given: where the algorithm's gradient estimator replaced it, replay rebuilds this one
+    given = run.given_target or tgt
     spec = _spec.RunSpec(
-        target=tgt.spec,
+        target=given.spec,
         target_name=tgt.name,
-        target_fingerprint=tgt.fingerprint(),
+        target_fingerprint=given.fingerprint(),
         method=run.method.name,
         method_module=METHOD_ORIGINS.get(run.method.name),
         options={k: v for k, v in run.options.items() if k != "n_particles"},

@@ -303,6 +303,9 @@ def check_sampler(
     why_no_law = ""
     if interacting:
         why_no_law = "interacting particles: the step is not affine in the particles"
+    elif target.stochastic_grad_u is not None or (target.batched is not None and target.batched.stochastic):
+        # the minibatch noise depends on the state: no Gaussian law to read off the step
+        why_no_law = f"target {target.name!r} draws minibatches: the exact law needs an exact gradient"
     else:
         try:
             maps = affine_steps(method, target, n_steps, **opts)

@@ -324,6 +324,10 @@ def test_every_figure_script_is_registered():
 # a target that says its number of data points N, for the methods on the averaged loss U / N
 OU = ["--target", "ou_quadratic", "--target-arg", "hessian=[[1.0, 0.0], [0.0, 2.0]]", "--target-arg",
       "noise_cov=[[1.0, 0.0], [0.0, 1.0]]", "--target-arg", "batch_size=4", "--target-arg", "n_data=10"]  # fmt: skip
+# a small linear regression in minibatches, for the methods with a gradient estimator of their own
+# (Algorithm.gradient: SGLD-CV, SVRG-LD), which need a data target
+DATA = ["--target", "linear_regression", "--target-arg", "X=[[0.5, 1.0], [1.5, -0.3], [-1.0, 0.2], [0.3, 0.8]]",
+        "--target-arg", "y=[1.0, 0.5, -0.2, 0.3]", "--target-arg", "batch_size=2"]  # fmt: skip
 # options a method cannot run without that its schedule's signature does not mark as required
 
 
@@ -350,7 +354,10 @@ def run_argv(name, out, needed=True):
     """
     method = METHODS[name]
     argv = ["run", "--method", name, "--n-steps", "40", "--n-chains", "2", "--seed", "1", "--quiet", "--out", str(out)]
-    argv += OU if "n_data" in method.algorithm.options else ["--target", "standard_gaussian"]
+    if "n_data" in method.algorithm.options:
+        argv += OU
+    else:
+        argv += DATA if method.algorithm.gradient is not None else ["--target", "standard_gaussian"]
     argv += ["--step-size", "0.05"]
     if "n_cycles" in method.schedule_options:
         argv += ["--n-cycles", "2"]

@@ -7,7 +7,7 @@ line here per method (``CONTRIBUTING.md`` in the repository says which checks it
 
 from __future__ import annotations
 
-from . import constant_sgd, psgld, sghmc, sghmc_repulsive, sgld, sgld_repulsive, sgnht, splitting, svgd
+from . import constant_sgd, psgld, sghmc, sghmc_repulsive, sgld, sgld_cv, sgld_repulsive, sgnht, splitting, svgd
 from ._base import INDEPENDENT, INTERACTING, METHODS, ORIGINS, Algorithm, Method, Option, get_method, register
 
 __all__ = [
@@ -40,4 +40,6 @@ for _method in splitting.METHODS:
 register(sgnht.METHOD)
 register(sgnht.CYCLICAL)
 for _method in psgld.METHODS:
+    register(_method)
+for _method in sgld_cv.METHODS:
     register(_method)

@@ -139,6 +139,13 @@ class Algorithm:
         scale shows at any step size.
     references : str
         Where the update comes from.
+    gradient : callable, optional
+        ``gradient(target, options) -> Target``: the target whose ``stochastic_grad_u`` the
+        step takes, built from the given one and the validated options (a gradient estimator
+        of its own: SGLD-CV's control variate, SVRG's snapshots; :mod:`sgsim.integrators.sgld_cv`).
+        Called once per run, after ``check``. Results record the given target (a replay
+        rebuilds it, and the estimator again from the recorded options). When omitted, the
+        step takes the target's own gradient.
     """
 
     name: str
@@ -164,6 +171,7 @@ class Algorithm:
     oracle: Callable[..., np.ndarray] | None = None
     asymptotically_exact: bool = False
     references: str = ""
+    gradient: Callable[[Any, dict], Any] | None = None
 
     def __post_init__(self):
         _check_algorithm(self)
@@ -305,6 +313,8 @@ def _check_algorithm(alg: Algorithm) -> None:
             raise _bad(name, part, f"must be callable, got {getattr(alg, part)!r}")
     if not (isinstance(alg.outputs, tuple) and len(alg.outputs) == 1 and alg.outputs[0] in state):
         raise _bad(name, "outputs", f"must name one state array of {state}, got {alg.outputs!r}")
+    if alg.gradient is not None and not callable(alg.gradient):
+        raise _bad(name, "gradient", f"must be a function gradient(target, options) -> Target, got {alg.gradient!r}")
     if alg.coupling == INDEPENDENT:
         if not (isinstance(alg.step, tuple) and len(alg.step) == 2):
             raise _bad(name, "step", "chains take the pair (move, update); `stay` is the move that does nothing")
