@@ -222,6 +222,12 @@ def prepare(
     common = {"noise_correction": noise_correction}
     if n_particles is not None:
         common["n_particles"] = n_particles
+    if alg.potential and target.log_density_fn is None:
+        raise ParameterError(
+            "target",
+            f"method {method.name!r} needs the target's energies, and target {target.name!r} has no compiled log "
+            "density (log_density_fn): give a target with one (the compiled targets of sgsim.targets have it)",
+        )
     opts = alg.validate(dyn_kw, target, **common)
     given_target = None
     if alg.gradient is not None:
@@ -443,8 +449,11 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         parallel = (run.n_particles or 0) >= PARALLEL_PARTICLES and n_threads > 1 and alg.parallel_step is not None
         parallel = parallel and _parallel_allowed()
         step = alg.parallel_step if parallel else alg.step
-        cached = cached_ensemble_loop(step, target.grad_u, target.stochastic_grad_u, type(consts))
-        loop = ensemble_loop(step) if cached is None else cached
+        # a step that takes the log density runs the loop compiled in memory, the density an argument
+        cached = None
+        if not alg.potential:
+            cached = cached_ensemble_loop(step, target.grad_u, target.stochastic_grad_u, type(consts))
+        loop = ensemble_loop(step, alg.potential) if cached is None else cached
         workers = 1 if parallel else min(n_threads, n_rep)
     else:
         parallel = False
@@ -465,6 +474,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     pair_shape = tuple(int(v) for v in alg.pair_shape(run.n_particles or 1, run.options)) if run.interacting else (0, 0)
     bound = run.kernel_bound()
     per_replica = run.n_particles if run.interacting else 1
+    energies = (target.log_density_fn,) if alg.potential else ()
     no_inj = np.zeros((n_rep, 0) + run.member_shape)
     pool = _thread_pool(workers) if workers > 1 else None
     # a few replicas get longer blocks, so that the per-block work dwarfs the per-block overhead:
@@ -494,7 +504,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         if started is not None:
             started.release()
         if run.interacting:
-            loop(*args, buf.stats_out[c0:c1], buf.stats_now[c0:c1], pair_shape)
+            loop(*args, buf.stats_out[c0:c1], buf.stats_now[c0:c1], pair_shape, *energies)
         else:
             loop(*args)
 

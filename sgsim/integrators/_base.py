@@ -146,6 +146,11 @@ class Algorithm:
         Called once per run, after ``check``. Results record the given target (a replay
         rebuilds it, and the estimator again from the recorded options). When omitted, the
         step takes the target's own gradient.
+    potential : bool
+        Interacting algorithms: the step takes one more parameter after ``stats``,
+        ``log_density``, the target's compiled ``log_density_fn(theta, params) -> float``
+        (``U = -log density`` up to a constant), for steps that need energies (replica exchange's
+        swaps). A target without a compiled log density is refused before any work.
     """
 
     name: str
@@ -172,6 +177,7 @@ class Algorithm:
     asymptotically_exact: bool = False
     references: str = ""
     gradient: Callable[[Any, dict], Any] | None = None
+    potential: bool = False
 
     def __post_init__(self):
         _check_algorithm(self)
@@ -233,6 +239,8 @@ ENSEMBLE_PARAMS = (
     "X", "G", "B", "P", "W", "j", "alpha", "consts", "noise", "grad_u", "stochastic_grad_u", "params", "works",
     "rngs", "inj", "stats",
 )  # fmt: skip
+# an ensemble step that asks for the target's energies (``Algorithm.potential``) takes its log density last
+ENSEMBLE_POTENTIAL_PARAMS = (*ENSEMBLE_PARAMS, "log_density")
 # names sample() and the schedules take themselves: an option of that name could never reach the step
 RESERVED_OPTIONS = frozenset(
     {
@@ -315,6 +323,10 @@ def _check_algorithm(alg: Algorithm) -> None:
         raise _bad(name, "outputs", f"must name one state array of {state}, got {alg.outputs!r}")
     if alg.gradient is not None and not callable(alg.gradient):
         raise _bad(name, "gradient", f"must be a function gradient(target, options) -> Target, got {alg.gradient!r}")
+    if not isinstance(alg.potential, bool):
+        raise _bad(name, "potential", f"must be a bool, got {alg.potential!r}")
+    if alg.potential and alg.coupling != INTERACTING:
+        raise _bad(name, "potential", "only an interacting ensemble's step takes the target's log density")
     if alg.coupling == INDEPENDENT:
         if not (isinstance(alg.step, tuple) and len(alg.step) == 2):
             raise _bad(name, "step", "chains take the pair (move, update); `stay` is the move that does nothing")
@@ -341,7 +353,7 @@ def _check_algorithm(alg: Algorithm) -> None:
             if func is None and part == "parallel_step":
                 continue
             node = _source_of(name, part, func)
-            _check_params(name, part, node, ENSEMBLE_PARAMS)
+            _check_params(name, part, node, ENSEMBLE_POTENTIAL_PARAMS if alg.potential else ENSEMBLE_PARAMS)
     for key in alg.stats:
         if not isinstance(key, str) or not key.isidentifier():
             raise _bad(name, "stats", f"names must be identifiers, got {alg.stats!r}")

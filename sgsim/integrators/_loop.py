@@ -39,7 +39,8 @@ buffers, ``P`` an ``(L, L)`` buffer for pair terms and ``W`` one of ``L * L + 20
 ``rngs`` hold one row per particle; ``inj`` standard normals that replace the streams' (shape
 ``(nb, L, d)``, or empty); ``P`` has the algorithm's ``pair_shape`` (``(L, L)`` unless it says
 otherwise) and ``W`` as many values plus 2048; ``stats`` is a ``(n_stats,)`` buffer the step may fill with per-step
-statistics (e.g. the bandwidth it used), stored with each kept draw.
+statistics (e.g. the bandwidth it used), stored with each kept draw. A step whose record sets
+``potential`` takes one more parameter, ``log_density`` (the target's compiled log density), last.
 
 Stores
 ------
@@ -74,6 +75,8 @@ from ._splice import splice
 
 NOTHING = -1
 MOMENTS = -2
+# whether an ensemble loop's step takes the target's log density (a compile-time constant of each loop)
+POTENTIAL = False
 # the state row a chain loop stores (a compile-time constant of each generated loop)
 KEPT_ROW = 0
 
@@ -327,7 +330,9 @@ def _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u,
 
 
 def _ensemble_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, alpha, consts, noise, k0, bound,
-                   store, out, count, mean, m2, injected, stats_out, stats_now, pair_shape):  # fmt: skip
+                   store, out, count, mean, m2, injected, stats_out, stats_now, pair_shape,
+                   log_density=None):  # fmt: skip
+    # log_density: the target's, for a step that takes it (Algorithm.potential); None otherwise
     n_rep, n_state, n_part, d = state.shape
     nb = alpha.shape[0]
     g = np.empty((n_part, d))
@@ -342,8 +347,13 @@ def _ensemble_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params
         inj = injected[r]
         stats = stats_now[r]
         for j in range(nb):
-            _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works[r], rngs[r],
-                  inj, stats)  # fmt: skip
+            # pruned at compile time (a constant of each loop): the step's signature is fixed per record
+            if POTENTIAL:
+                _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works[r], rngs[r],
+                      inj, stats, log_density)  # fmt: skip
+            else:
+                _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works[r], rngs[r],
+                      inj, stats)  # fmt: skip
             ok = True
             for p in range(n_part):
                 ok = ok and within(x[0, p], bound)
@@ -365,10 +375,12 @@ def _ensemble_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params
 
 
 @functools.cache
-def ensemble_loop(step):
+def ensemble_loop(step, potential=False):
     """The compiled loop of an interacting-ensemble ``step`` (``step`` may itself run in parallel):
-    :func:`_ensemble_loop` with ``step`` bound to ``_step``, once per step and process.
+    :func:`_ensemble_loop` with ``step`` bound to ``_step``, once per step and process. With
+    ``potential`` (``Algorithm.potential``) the loop passes its ``log_density`` on to the step.
     """
     code = _ensemble_loop.__code__
-    loop = types.FunctionType(code, {**_ensemble_loop.__globals__, "_step": step}, code.co_name)
+    bound = {**_ensemble_loop.__globals__, "_step": step, "POTENTIAL": bool(potential)}
+    loop = types.FunctionType(code, bound, code.co_name, _ensemble_loop.__defaults__)
     return jit(cache=False)(loop)
