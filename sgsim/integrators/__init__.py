@@ -7,7 +7,7 @@ line here per method (``CONTRIBUTING.md`` in the repository says which checks it
 
 from __future__ import annotations
 
-from . import constant_sgd, psgld, sghmc, sghmc_repulsive, sgld, sgld_cv, sgld_repulsive, sgnht, splitting, svgd
+from . import constant_sgd, psgld, resgld, sghmc, sghmc_repulsive, sgld, sgld_cv, sgld_repulsive, sgnht, splitting, svgd
 from ._base import INDEPENDENT, INTERACTING, METHODS, ORIGINS, Algorithm, Method, Option, get_method, register
 
 __all__ = [
@@ -31,6 +31,7 @@ register(sgld_repulsive.METHOD)
 register(sgld_repulsive.CYCLICAL)
 register(sgld_repulsive.MINUS_GAMMA)
 register(sgld_repulsive.RANDOM_BATCH)
+register(resgld.METHOD)
 register(sghmc_repulsive.METHOD)
 register(sghmc_repulsive.CYCLICAL)
 for _method in constant_sgd.METHODS:
