@@ -324,7 +324,8 @@ def vector_step(move, update, kept_row=0):
     return splice(_vector_step, {"_move": move, "_update": update}, jit(cache=False), {"KEPT_ROW": int(kept_row)})
 
 
-def _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats):
+def _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats,
+          *log_density):  # fmt: skip
     """Placeholder for an ensemble algorithm's ``step``, bound in :func:`_ensemble_loop`'s globals."""
     raise NotImplementedError
 
