@@ -18,6 +18,9 @@ Gradient Descent as Approximate Bayesian Inference", eqs. 15, 18-21): the KL-opt
 diagonal preconditioner from an online, bias-corrected estimate of the gradient noise.
 :class:`SGLDRepulsive` and :class:`SVGD` move an ensemble of networks together ("Stochastic
 Gradient MCMC with Repulsive Forces"), with the kernel on the flattened parameters.
+:class:`BAOAB`, :class:`OBABO`, :class:`SGNHT`, :class:`PSGLD` and :class:`PSGLDGamma` are
+the underdamped and adaptive peers of SGLD in the same units, each the compiled kernel's step
+of the method of the same name (:ref:`theory-langevin-peers`).
 
 ``MIRRORS`` says which registered method each optimizer mirrors, and :func:`check_mirror`
 checks that it takes the compiled kernel's steps given the same normals.
@@ -35,7 +38,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 
 from .constant_sgd import ConstantSGD, PreconditionedSGD
 from .mirror import MIRRORS, check_mirror
-from .optim import SGHMC, SGLD, make_generator
+from .optim import BAOAB, OBABO, PSGLD, SGHMC, SGLD, SGNHT, PSGLDGamma, make_generator
 from .particles import SVGD, SGLDRepulsive
 from .schedule import ScheduleDriver, ScheduledStep
 from .store import Predictions, SampleStore, predict, to_inference_data
@@ -43,6 +46,11 @@ from .store import Predictions, SampleStore, predict, to_inference_data
 __all__ = [
     "SGLD",
     "SGHMC",
+    "BAOAB",
+    "OBABO",
+    "SGNHT",
+    "PSGLD",
+    "PSGLDGamma",
     "ScheduleDriver",
     "ScheduledStep",
     "make_generator",

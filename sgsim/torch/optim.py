@@ -32,6 +32,15 @@ kernels leave their streams; it is then exactly SGD (SGLD) or heavy-ball SGD wit
 ``1 - eta`` (SGHMC). A noisy step draws the normals of all the parameters of a group (of one
 device and dtype) in one ``torch.randn`` call into a flat buffer, laid out in each parameter's
 memory order, and applies the update as a few multi-tensor (``torch._foreach_*``) operations.
+
+Beside them, in the same units and on the same machinery (generator, one draw per step, checked
+arguments), the peers of :ref:`theory-langevin-peers`: :class:`BAOAB` and :class:`OBABO` (the
+Leimkuhler-Matthews splittings, ``lr = h^2``, momentum and step count per parameter),
+:class:`SGNHT` (one thermostat for the whole optimizer, kept in ``state["thermostat"]``) and
+:class:`PSGLD` / :class:`PSGLDGamma` (the RMSprop preconditioner's second moment per parameter).
+Each takes the steps of its compiled kernel, one gradient per step, as the module docstrings of
+:mod:`sgsim.integrators.splitting`, :mod:`sgsim.integrators.sgnht` and
+:mod:`sgsim.integrators.psgld` define them, and keeps all its state in ``state_dict()``.
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ import torch
 from .. import rng as _rng
 from .._validate import ParameterError, ParameterTypeError, integer, positive_float, real
 
-__all__ = ["SGLD", "SGHMC", "make_generator"]
+__all__ = ["SGLD", "SGHMC", "BAOAB", "OBABO", "SGNHT", "PSGLD", "PSGLDGamma", "make_generator"]
 
 # the key of the stream that seeds a torch generator: chain 0, a third kind of stream after
 # sgsim.rng.STEP_STREAM and INIT_STREAM, so that it never coincides with a sampler's stream
@@ -255,7 +264,11 @@ class _Langevin(_CheckedOptimizer):
             if sd > 0:
                 normals = xi if xi is not None else self._normals(params)
             self._update(group, params, grads, normals, sd)
+        self._end_step()
         return loss
+
+    def _end_step(self) -> None:
+        """What a step does after every group's update (SGNHT's thermostat); nothing by default."""
 
 
 class SGLD(_Langevin):
@@ -428,3 +441,540 @@ class SGHMC(_Langevin):
         if normals is not None:
             torch._foreach_add_(velocity, normals, alpha=sd)
         torch._foreach_add_(params, velocity)
+
+
+def _scaled_gradients(grads: list[torch.Tensor], group: dict) -> list[torch.Tensor]:
+    """``grad U~``: the gradients times ``num_data`` (the gradients themselves when it is None)."""
+    scale = group["num_data"]
+    return grads if scale is None else list(torch._foreach_mul(grads, float(scale)))
+
+
+def _split_by_step(state, params: list[torch.Tensor]) -> tuple[list[int], list[int]]:
+    """Indices of the parameters at their first step and of the others (``state[p]["step"]``)."""
+    first = [i for i, p in enumerate(params) if state[p]["step"] == 0]
+    return first, [i for i, p in enumerate(params) if state[p]["step"] > 0]
+
+
+def _pick(items: list, idx: list[int]) -> list:
+    return [items[i] for i in idx]
+
+
+class _Underdamped(_Langevin):
+    """What BAOAB, OBABO and SGNHT share: a momentum per parameter, zero before the first step."""
+
+    def _momenta(self, params: list[torch.Tensor]) -> list[torch.Tensor]:
+        out = []
+        for p in params:
+            state = self.state[p]
+            if "momentum" not in state:
+                state["momentum"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] = 0
+            out.append(state["momentum"])
+        return out
+
+    def _count(self, params: list[torch.Tensor]) -> None:
+        for p in params:
+            self.state[p]["step"] += 1
+
+
+class _Splitting(_Underdamped):
+    """BAOAB and OBABO: time step ``h = sqrt(lr)``, the ``O`` part keeps ``c = exp(-friction h)``."""
+
+    def __init__(self, params, lr: float, friction: float = 1.0, temperature: float = 1.0,
+                 num_data: int | None = None, generator=None, seed=None):  # fmt: skip
+        defaults = dict(lr=lr, friction=friction, temperature=temperature, num_data=num_data)
+        super().__init__(params, defaults, generator, seed)
+
+    def _check_group(self, group: dict) -> None:
+        super()._check_group(group)
+        group["friction"] = real("friction", group["friction"], 0.0, low_open=True)
+
+    @staticmethod
+    def _parts(group: dict) -> tuple[float, float]:
+        h = math.sqrt(group["lr"])
+        return h, math.exp(-group["friction"] * h)
+
+
+class BAOAB(_Splitting):
+    r"""The BAOAB splitting of underdamped Langevin dynamics, one gradient per step.
+
+    Underdamped Langevin dynamics with unit mass, friction ``gamma`` and temperature ``T``,
+    ``d theta = p dt``, ``dp = -grad U dt - gamma p dt + sqrt(2 gamma T) dW``, split into the
+    kick ``B`` (``p -= (h/2) grad U``), the drift ``A`` (``theta += (h/2) p``) and the exact
+    Ornstein-Uhlenbeck part ``O`` (``p <- c p + sqrt((1 - c^2) T) xi``, ``c = exp(-gamma h)``),
+    composed as ``B A O A B`` (Leimkuhler and Matthews (2013), "Rational construction of
+    stochastic numerical methods for molecular sampling", eqs. 2.5-2.8;
+    :ref:`theory-langevin-peers`). The closing half kick of a step and the opening half kick of
+    the next use the same gradient, so :meth:`step` ``k`` runs from one gradient to the next:
+
+    .. math::
+
+        p \leftarrow p - \kappa_k h \nabla\tilde U(\theta_k), \quad
+        \theta \leftarrow \theta + \tfrac h2 p, \quad
+        p \leftarrow c\,p + \sqrt{(1 - c^2) T_k}\,\xi_k, \quad
+        \theta_{k+1} = \theta + \tfrac h2 p,
+
+    with ``kappa_0 = 1/2`` (the opening half kick) and ``kappa_k = 1`` after, ``h = sqrt(lr)``
+    and ``grad U~`` as in :class:`SGLD` (``num_data``). These are the steps of the compiled
+    :mod:`sgsim.integrators.splitting` kernel (methods ``baoab``, ``cbaoab``), in its units:
+    ``lr`` is ``alpha = h^2``, the cyclical paper's SGHMC step, and ``friction`` is ``gamma``
+    per unit of time. The parameters after step ``k`` are BAOAB's ``theta_{k+1}`` exactly;
+    ``state[p]["momentum"]`` is the momentum before the closing half kick,
+    ``p_{k+1} + (h/2) grad U~(theta_{k+1})`` (the record's ``velocity`` row), and
+    ``state[p]["step"]`` counts the parameter's steps (0: the next step opens with a half kick).
+    Both are in ``state_dict()``. At ``temperature = 0`` the ``O`` part only damps
+    (``p <- c p``): deterministic damped dynamics, drawing no noise.
+
+    With an exact gradient the positions' stationary law is the target's at every stable step
+    on a Gaussian target (``lr * lambda_max(Hessian) < 4``); a minibatch gradient's noise enters
+    the kicks.
+
+    Parameters
+    ----------
+    params : iterable
+        Tensors or parameter groups (dicts); groups may override every number below.
+    lr : float
+        ``alpha = h^2 > 0``.
+    friction : float
+        ``gamma > 0`` per unit time: the ``O`` part keeps ``c = exp(-gamma sqrt(lr))``.
+    temperature : float
+        ``T >= 0``; 0 is damped deterministic dynamics.
+    num_data : int, optional
+        ``N >= 1``: the loss is a mean over ``N`` data points.
+    generator : torch.Generator, optional
+        The source of every normal, on the parameters' device. Give it, or ``seed``.
+    seed : int, optional
+        Non-negative seed of a new generator (:func:`make_generator`); None draws fresh
+        entropy, recorded in ``seed``.
+
+    Attributes
+    ----------
+    generator : torch.Generator
+        The generator the noise is drawn from.
+    seed : int or None
+        The sgsim seed of the generator, None when it was given.
+
+    Raises
+    ------
+    ParameterError
+        If a number is out of range, or ``params`` is empty.
+    ParameterTypeError
+        If an argument has the wrong type.
+    """
+
+    step = _Langevin.step  # documented in _Langevin.step
+
+    def _noise_sd(self, group):
+        _, c = self._parts(group)
+        return math.sqrt((1.0 - c * c) * group["temperature"])
+
+    def _update(self, group, params, grads, normals, sd):
+        h, c = self._parts(group)
+        half = 0.5 * h
+        momenta, grads = self._momenta(params), _scaled_gradients(grads, group)
+        for idx, kick in zip(_split_by_step(self.state, params), (half, h), strict=True):
+            if idx:
+                torch._foreach_add_(_pick(momenta, idx), _pick(grads, idx), alpha=-kick)
+        torch._foreach_add_(params, momenta, alpha=half)
+        torch._foreach_mul_(momenta, c)
+        if normals is not None:
+            torch._foreach_add_(momenta, normals, alpha=sd)
+        torch._foreach_add_(params, momenta, alpha=half)
+        self._count(params)
+
+
+class OBABO(_Splitting):
+    r"""The OBABO splitting of underdamped Langevin dynamics: velocity Verlet between two half O steps.
+
+    The parts of :class:`BAOAB` composed as ``O B A B O`` (Leimkuhler and Matthews (2013),
+    "Rational construction of stochastic numerical methods for molecular sampling",
+    eqs. 2.5-2.8; :ref:`theory-langevin-peers`). A step runs from one gradient to the next: the
+    closing ``B O`` of the last step and the opening ``O B A`` of this one, the two ``O`` parts
+    merged into one,
+
+    .. math::
+
+        p \leftarrow p - \tfrac h2 \nabla\tilde U(\theta_k), \quad
+        p \leftarrow c^2 p + \sqrt{(1 - c^4) T_k}\,\xi_k, \quad
+        p \leftarrow p - \tfrac h2 \nabla\tilde U(\theta_k), \quad
+        \theta_{k+1} = \theta_k + h\,p,
+
+    and ``O B A`` alone at the first step (``p <- c p + sqrt((1 - c^2) T) xi``,
+    ``p -= (h/2) grad U~``, ``theta += h p``). These are the steps of the compiled
+    :mod:`sgsim.integrators.splitting` kernel (methods ``obabo``, ``cobabo``) in its units
+    (those of :class:`BAOAB`). ``state[p]["momentum"]`` is the momentum between the step's
+    kicks (the record's ``velocity`` row) and ``state[p]["step"]`` counts the parameter's steps
+    (0: the next step is the opening ``O B A``); both are in ``state_dict()``. At
+    ``temperature = 0`` the ``O`` parts only damp and no noise is drawn.
+
+    Parameters
+    ----------
+    params : iterable
+        Tensors or parameter groups (dicts); groups may override every number below.
+    lr : float
+        ``alpha = h^2 > 0``.
+    friction : float
+        ``gamma > 0`` per unit time: an ``O`` part keeps ``c = exp(-gamma sqrt(lr))``.
+    temperature : float
+        ``T >= 0``; 0 is damped deterministic dynamics.
+    num_data : int, optional
+        ``N >= 1``: the loss is a mean over ``N`` data points.
+    generator : torch.Generator, optional
+        The source of every normal, on the parameters' device. Give it, or ``seed``.
+    seed : int, optional
+        Non-negative seed of a new generator (:func:`make_generator`); None draws fresh
+        entropy, recorded in ``seed``.
+
+    Attributes
+    ----------
+    generator : torch.Generator
+        The generator the noise is drawn from.
+    seed : int or None
+        The sgsim seed of the generator, None when it was given.
+
+    Raises
+    ------
+    ParameterError
+        If a number is out of range, or ``params`` is empty.
+    ParameterTypeError
+        If an argument has the wrong type.
+    """
+
+    step = _Langevin.step  # documented in _Langevin.step
+
+    def _noise_sd(self, group):
+        # whether the step draws: (1 - c^2) T and (1 - c^4) T are zero together
+        _, c = self._parts(group)
+        return math.sqrt((1.0 - c * c) * group["temperature"])
+
+    def _update(self, group, params, grads, normals, sd):
+        h, c = self._parts(group)
+        half, c2, temperature = 0.5 * h, c * c, group["temperature"]
+        momenta, grads = self._momenta(params), _scaled_gradients(grads, group)
+        first, later = _split_by_step(self.state, params)
+        if first:  # O B: the opening half O, then the kick
+            m = _pick(momenta, first)
+            torch._foreach_mul_(m, c)
+            if normals is not None:
+                torch._foreach_add_(m, _pick(normals, first), alpha=math.sqrt((1.0 - c2) * temperature))
+            torch._foreach_add_(m, _pick(grads, first), alpha=-half)
+        if later:  # B O O B: the last step's closing B O and this step's opening O B, the O parts merged
+            m, g = _pick(momenta, later), _pick(grads, later)
+            torch._foreach_add_(m, g, alpha=-half)
+            torch._foreach_mul_(m, c2)
+            if normals is not None:
+                torch._foreach_add_(m, _pick(normals, later), alpha=math.sqrt((1.0 - c2 * c2) * temperature))
+            torch._foreach_add_(m, g, alpha=-half)
+        torch._foreach_add_(params, momenta, alpha=h)  # A
+        self._count(params)
+
+
+def _zero_or_one_temperature(who: str, group: dict) -> None:
+    if group["temperature"] not in (0.0, 1.0):
+        raise ParameterError(
+            "temperature",
+            f"{who} reads the step's temperature from whether it injects noise: temperature must be 1 (sampling) "
+            f"or 0 (exploration), got {group['temperature']}",
+        )
+
+
+class SGNHT(_Underdamped):
+    r"""The stochastic gradient Nosé-Hoover thermostat: one adaptive friction over all the parameters.
+
+    Ding, Fang, Babbush, Chen, Skeel and Neven (2014), "Bayesian sampling using stochastic
+    gradient thermostats", Algorithm 1 (:ref:`theory-langevin-peers`), with time step
+    ``h = sqrt(lr)`` over the ``d`` coordinates of all the parameters stepped together:
+
+    .. math::
+
+        p_{k+1} = (1 - h\,\xi_k)\, p_k - h \nabla\tilde U(\theta_k) + \sqrt{2 A T_k h}\,\zeta_k, \qquad
+        \theta_{k+1} = \theta_k + h\,p_{k+1}, \qquad
+        \xi_{k+1} = \xi_k + h\Big(\frac{|p_{k+1}|^2}{d} - T_k\Big),
+
+    ``zeta_k`` standard normal, ``grad U~`` as in :class:`SGLD` (``num_data``), ``xi_0 = A``
+    (``diffusion``) and ``p_0 = 0``. These are the steps of the compiled
+    :mod:`sgsim.integrators.sgnht` kernel (methods ``sgnht``, ``csgnht``) in its units: ``lr``
+    is ``alpha = h^2``, ``diffusion`` is ``A`` per unit of time (``eta / h`` for the cyclical
+    paper's SGHMC friction ``eta``), the momentum's stationary law is ``N(0, T I)``.
+
+    One chain has one thermostat over all its coordinates, so the thermostat is the optimizer's,
+    not a parameter group's: every group must have the same ``lr``, ``temperature`` and
+    ``diffusion`` (:class:`ScheduleDriver` sets the first two alike), and ``d`` counts the
+    coordinates of the parameters that have a gradient in the step. ``state[p]["momentum"]``
+    holds ``p`` and ``state["thermostat"]["xi"]`` holds ``xi`` (a 0-d tensor, float64 for
+    float64 parameters and float32 otherwise, on the first parameter's device); both are in
+    ``state_dict()``. The thermostat's set point is the step's temperature, which the compiled
+    step reads from whether it injects noise: ``temperature`` is 1 (sampling) or 0 (the
+    exploration stage of ``csgnht``, where the thermostat drains the kinetic energy: momentum
+    descent with an adaptive friction); other values are refused.
+
+    Parameters
+    ----------
+    params : iterable
+        Tensors or parameter groups (dicts).
+    lr : float
+        ``alpha = h^2 > 0``.
+    diffusion : float
+        ``A > 0``: injected diffusion per unit time, and the thermostat's start.
+    temperature : float
+        1 or 0.
+    num_data : int, optional
+        ``N >= 1``: the loss is a mean over ``N`` data points.
+    generator : torch.Generator, optional
+        The source of every normal, on the parameters' device. Give it, or ``seed``.
+    seed : int, optional
+        Non-negative seed of a new generator (:func:`make_generator`); None draws fresh
+        entropy, recorded in ``seed``.
+
+    Attributes
+    ----------
+    generator : torch.Generator
+        The generator the noise is drawn from.
+    seed : int or None
+        The sgsim seed of the generator, None when it was given.
+
+    Raises
+    ------
+    ParameterError
+        If a number is out of range, the temperature is neither 0 nor 1, the parameter groups
+        disagree on ``lr``, ``temperature`` or ``diffusion``, or ``params`` is empty.
+    ParameterTypeError
+        If an argument has the wrong type.
+    """
+
+    def __init__(self, params, lr: float, diffusion: float = 1.0, temperature: float = 1.0,
+                 num_data: int | None = None, generator=None, seed=None):  # fmt: skip
+        self._kinetic: list[torch.Tensor] = []
+        self._coordinates = 0
+        defaults = dict(lr=lr, diffusion=diffusion, temperature=temperature, num_data=num_data)
+        super().__init__(params, defaults, generator, seed)
+
+    step = _Langevin.step  # documented in _Langevin.step
+
+    def _check_group(self, group: dict) -> None:
+        super()._check_group(group)
+        group["diffusion"] = real("diffusion", group["diffusion"], 0.0, low_open=True)
+        _zero_or_one_temperature("SGNHT", group)
+
+    def _gradients(self, noise):
+        work = super()._gradients(noise)
+        first = self.param_groups[0]
+        for name in ("lr", "temperature", "diffusion"):
+            if any(g[name] != first[name] for g in self.param_groups):
+                raise ParameterError(
+                    name, f"SGNHT has one thermostat for all its parameters: every parameter group needs one {name}"
+                )
+        return work
+
+    def _noise_sd(self, group):
+        h = math.sqrt(group["lr"])
+        return math.sqrt(2.0 * group["diffusion"] * h * group["temperature"])
+
+    def _shared(self) -> dict[Any, Any]:
+        # the optimizer's state beside the parameters' (torch's state_dict keeps a key that is not a
+        # parameter as it is, and load_state_dict restores it)
+        return self.state
+
+    def _xi(self) -> torch.Tensor:
+        shared = self._shared()
+        if "thermostat" not in shared:
+            p = self.param_groups[0]["params"][0]
+            dtype = torch.promote_types(p.dtype, torch.float32)
+            shared["thermostat"] = {"xi": torch.tensor(self.param_groups[0]["diffusion"], dtype=dtype, device=p.device)}
+        return shared["thermostat"]["xi"]
+
+    def _update(self, group, params, grads, normals, sd):
+        h, xi = math.sqrt(group["lr"]), self._xi()
+        momenta = self._momenta(params)
+        keep = 1.0 - h * xi
+        for device in {m.device for m in momenta}:
+            torch._foreach_mul_([m for m in momenta if m.device == device], keep.to(device))
+        torch._foreach_add_(momenta, _scaled_gradients(grads, group), alpha=-h)
+        if normals is not None:
+            torch._foreach_add_(momenta, normals, alpha=sd)
+        torch._foreach_add_(params, momenta, alpha=h)
+        self._count(params)
+        self._kinetic += [m.to(xi.dtype).square().sum().to(xi.device) for m in momenta]
+        self._coordinates += sum(m.numel() for m in momenta)
+
+    def _end_step(self) -> None:
+        if not self._coordinates:
+            return
+        group = self.param_groups[0]
+        set_point = group["temperature"]
+        # a new tensor, never an update in place: a state_dict taken earlier keeps its value
+        kinetic = torch.stack(self._kinetic).sum()
+        xi = self._xi()
+        self._shared()["thermostat"] = {"xi": xi + math.sqrt(group["lr"]) * (kinetic / self._coordinates - set_point)}
+        self._kinetic, self._coordinates = [], 0
+
+
+class PSGLD(_Langevin):
+    r"""Preconditioned SGLD with RMSprop's preconditioner (pSGLD), in the cyclical paper's units.
+
+    Li, Chen, Carlson and Carin (2016), "Preconditioned stochastic gradient Langevin dynamics
+    for deep neural networks", eqs. 4-5 and Algorithm 1 (:ref:`theory-langevin-peers`):
+
+    .. math::
+
+        V_k = \beta V_{k-1} + (1 - \beta)\, g_k \odot g_k, \qquad
+        G_k = \operatorname{diag}\big(1 / (\lambda + \sqrt{V_k})\big),
+
+        \theta_k = \theta_{k-1} - \alpha_k G_k g_k + \sqrt{2 \alpha_k T_k}\; G_k^{1/2} \xi_k,
+
+    ``g_k = grad U~(theta_{k-1})`` as in :class:`SGLD` (``num_data``), ``V_0 = 0``,
+    ``alpha_k = lr``, ``beta = rms_decay``, ``lambda = floor``. These are the steps of the
+    compiled :mod:`sgsim.integrators.psgld` kernel (methods ``psgld``, ``cpsgld``), in its
+    units; the paper's learning rate ``epsilon`` on the mean log-likelihood gradient is
+    ``alpha = epsilon N / 2`` and its ``lambda`` is ``floor / N``. ``state[p]["second_moment"]``
+    holds ``V`` (in ``state_dict()``). At ``temperature = 0`` the step is RMSprop and draws no
+    noise: with ``num_data`` None it is ``torch.optim.RMSprop(params, lr, alpha=rms_decay,
+    eps=floor)`` bit for bit (its foreach implementation, the same operations in the same
+    order); with ``num_data = N`` it is RMSprop on ``N`` times the loss.
+
+    This form leaves out the Gamma term of the position-dependent preconditioner, as the paper
+    recommends; :class:`PSGLDGamma` includes it.
+
+    Parameters
+    ----------
+    params : iterable
+        Tensors or parameter groups (dicts); groups may override every number below.
+    lr : float
+        ``alpha > 0``.
+    rms_decay : float
+        ``beta`` in (0, 1): the moving average of ``g^2`` keeps ``beta`` per step.
+    floor : float
+        ``lambda > 0``: ``G = 1 / (lambda + sqrt(V))``.
+    temperature : float
+        ``T >= 0``; 0 is RMSprop.
+    num_data : int, optional
+        ``N >= 1``: the loss is a mean over ``N`` data points.
+    generator : torch.Generator, optional
+        The source of every normal, on the parameters' device. Give it, or ``seed``.
+    seed : int, optional
+        Non-negative seed of a new generator (:func:`make_generator`); None draws fresh
+        entropy, recorded in ``seed``.
+
+    Attributes
+    ----------
+    generator : torch.Generator
+        The generator the noise is drawn from.
+    seed : int or None
+        The sgsim seed of the generator, None when it was given.
+
+    Raises
+    ------
+    ParameterError
+        If a number is out of range, or ``params`` is empty.
+    ParameterTypeError
+        If an argument has the wrong type.
+    """
+
+    _gamma_term = False
+
+    def __init__(self, params, lr: float, rms_decay: float = 0.99, floor: float = 1e-5, temperature: float = 1.0,
+                 num_data: int | None = None, generator=None, seed=None):  # fmt: skip
+        defaults = dict(lr=lr, rms_decay=rms_decay, floor=floor, temperature=temperature, num_data=num_data)
+        super().__init__(params, defaults, generator, seed)
+
+    step = _Langevin.step  # documented in _Langevin.step
+
+    def _check_group(self, group: dict) -> None:
+        super()._check_group(group)
+        group["rms_decay"] = real("rms_decay", group["rms_decay"], 0.0, 1.0, low_open=True, high_open=True)
+        group["floor"] = real("floor", group["floor"], 0.0, low_open=True)
+        if self._gamma_term:
+            _zero_or_one_temperature("PSGLDGamma", group)
+
+    def _moments(self, params: list[torch.Tensor]) -> list[torch.Tensor]:
+        out = []
+        for p in params:
+            state = self.state[p]
+            if "second_moment" not in state:
+                state["second_moment"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                if self._gamma_term:
+                    state["step"] = 0
+            out.append(state["second_moment"])
+        return out
+
+    def _update(self, group, params, grads, normals, sd):
+        beta, lr = group["rms_decay"], group["lr"]
+        moments, grads = self._moments(params), _scaled_gradients(grads, group)
+        # RMSprop's own operations (torch.optim.RMSprop, foreach), so that T = 0 is RMSprop bit for bit
+        torch._foreach_mul_(moments, beta)
+        torch._foreach_addcmul_(moments, grads, grads, value=1.0 - beta)
+        denominators = torch._foreach_sqrt(moments)
+        temperature = group["temperature"]
+        gamma = self._gamma_drift(params, grads, denominators, temperature > 0) if self._gamma_term else None
+        torch._foreach_add_(denominators, group["floor"])
+        torch._foreach_addcdiv_(params, grads, denominators, value=-lr)
+        if gamma is not None:
+            # - lr T g dg/dtheta / (sqrt(V) (lambda + sqrt(V))^2) = lr T Gamma
+            gamma_term = torch._foreach_div(torch._foreach_div(gamma, denominators), denominators)
+            torch._foreach_add_(params, gamma_term, alpha=-lr * temperature)
+        if normals is not None:
+            # G^(1/2) xi = xi / sqrt(lambda + sqrt(V))
+            torch._foreach_addcdiv_(params, normals, torch._foreach_sqrt(denominators), value=sd)
+
+    def _gamma_drift(self, params, grads, roots, hot: bool) -> list[torch.Tensor] | None:
+        """``g dg/dtheta / sqrt(V)`` per coordinate (``-Gamma (lambda + sqrt(V))^2``); keeps the last move."""
+        out, any_term = [], False
+        for p, g, root in zip(params, grads, roots, strict=True):
+            state = self.state[p]
+            if state["step"] > 0 and hot:
+                any_term = True
+                moved = p - state["last_theta"]
+                use = (moved != 0) & (root > 0)
+                # the secant of the gradient along the last move, coordinate by coordinate
+                curvature = (g - state["last_gradient"]) / torch.where(use, moved, 1)
+                out.append(torch.where(use, g * curvature / torch.where(use, root, 1), 0))
+            else:
+                out.append(torch.zeros_like(p))
+            if "last_theta" not in state:
+                state["last_theta"] = p.detach().clone(memory_format=torch.preserve_format)
+                state["last_gradient"] = g.detach().clone(memory_format=torch.preserve_format)
+            else:
+                state["last_theta"].copy_(p)
+                state["last_gradient"].copy_(g)
+            state["step"] += 1
+        return out if any_term else None
+
+
+class PSGLDGamma(PSGLD):
+    r"""pSGLD with the Gamma term of its position-dependent preconditioner.
+
+    :class:`PSGLD`'s step plus the drift ``alpha T Gamma`` that keeps ``exp(-U / T)``
+    invariant under the position-dependent preconditioner (Li, Chen, Carlson and Carin (2016),
+    "Preconditioned stochastic gradient Langevin dynamics for deep neural networks", eq. 4;
+    the form of ``Gamma`` for the moving average is derived in :ref:`theory-langevin-peers`):
+
+    .. math::
+
+        \Gamma_i = -\frac{g_i\, \partial_i g_i}{\sqrt{V_i}\,(\lambda + \sqrt{V_i})^2},
+
+    with the curvature ``partial_i g_i`` the secant of the gradient along the chain's last move,
+    ``(g_{k,i} - g_{k-1,i}) / (theta_{k-1,i} - theta_{k-2,i})`` (zero at the first step and
+    where a coordinate did not move or ``V_i = 0``). These are the steps of the compiled
+    ``psgld_gamma`` method (:mod:`sgsim.integrators.psgld`). Beside ``V`` the state keeps
+    ``last_theta``, ``last_gradient`` (the record's rows of the same names) and ``step`` per
+    parameter, all in ``state_dict()``. The Gamma term scales with the temperature, which the
+    compiled step reads from whether it injects noise: ``temperature`` is 1 or 0 (RMSprop);
+    other values are refused.
+
+    Parameters
+    ----------
+    params, lr, rms_decay, floor, num_data, generator, seed
+        As for :class:`PSGLD`.
+    temperature : float
+        1 or 0.
+
+    Raises
+    ------
+    ParameterError
+        If a number is out of range, the temperature is neither 0 nor 1, or ``params`` is
+        empty.
+    ParameterTypeError
+        If an argument has the wrong type.
+    """
+
+    _gamma_term = True
