@@ -83,6 +83,7 @@ FIGURES: tuple[FigureEntry, ...] = (
     FigureEntry(
         "reference_bias", "Reference posteriors: the bias of SG-MCMC against gold-standard draws, beside the theory"
     ),
+    FigureEntry("peer_comparison", "The peer samplers side by side at equal gradient evaluations"),
 )
 
 
