@@ -19,8 +19,11 @@ A chain's step comes in two halves around the gradient, plain functions compiled
 ``move``, ``z`` the step's Gaussian noise, drawn with the covariance that ``noise`` declares
 (``noisy`` is False, and ``z`` holds nothing, on steps whose covariance is zero), ``a`` the step
 size, ``k`` the step's index in the run and ``consts`` the named tuple that ``constants``
-returns. sgsim writes the halves' source into its compiled loop, so they are defined in a file
-or a notebook cell, as plain statements (no ``return`` with a value, no inner functions).
+returns. An update that needs the step's temperature (a thermostat's set point, a drift scaled
+by ``T``) takes it as a ninth parameter ``t`` after ``a``:
+``update(x, theta, g, z, noisy, a, t, k, consts)``. sgsim writes the halves' source into its
+compiled loop, so they are defined in a file or a notebook cell, as plain statements (no
+``return`` with a value, no inner functions).
 
 For example SGLD with a diagonal preconditioner ``p`` (drift ``a p * grad U``, noise covariance
 ``2 a T diag(p)``)::

@@ -129,16 +129,15 @@ class Run:
         return (self.n_particles, d) if self.n_particles else (d,)
 
     def noise(self, block: ScheduleBlock) -> tuple:
-        """The block's noise factors ``(sd, basis.T, rotate, any_noise)`` for the compiled loop, and
-        for ensembles the per-step temperature too (their steps may scale more than the noise by it).
+        """The block's noise factors and temperatures ``(sd, basis.T, rotate, any_noise, temps)`` for
+        the compiled loop (steps may scale more than the noise by the temperature: a thermostat's set
+        point, an ensemble's repulsion).
         """
         alg = self.method.algorithm
         nb = block.step_size.shape[0]
         d = self.target.dim
         sd, noisy = noise_factors(alg.noise(block, self.target, self.options), self.basis, nb, d)
-        if self.interacting:
-            return (sd, self.basis.rows, self.basis.rotate, noisy, np.ascontiguousarray(block.temperature))
-        return (sd, self.basis.rows, self.basis.rotate, noisy)
+        return (sd, self.basis.rows, self.basis.rotate, noisy, np.ascontiguousarray(block.temperature))
 
 
 def _check_storage(storage) -> str:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import math
 import tempfile
 from collections.abc import Callable, Iterator
@@ -375,14 +376,17 @@ def _oracle(method: Method, target, n_steps: int, opts: dict, oracle, x0, seed: 
     if run_chain(run, state, None, None, injected=xi) != -1:
         return CheckResult("oracle", FAILED, "the compiled chain diverged on the kit's target")
     block = run.schedule.block(0, n_steps)
-    sd, rows, rotate, noisy = run.noise(block)
+    sd, rows, rotate, noisy, temps = run.noise(block)
+    takes_t = len(inspect.signature(oracle).parameters) == 7
     x = np.stack(state0)
     for k in range(n_steps):
         z = None
         if noisy[k]:
             e = sd[k] * xi[k]
             z = rows.T @ e if rotate else e
-        x = np.asarray(oracle(x.copy(), target.gradient, z, float(block.step_size[k]), k, run.options), float)
+        args = (x.copy(), target.gradient, z, float(block.step_size[k]), k, run.options)
+        # an oracle of an update that reads the step's temperature takes it last
+        x = np.asarray(oracle(*args, float(temps[k])) if takes_t else oracle(*args), float)
     compiled = np.stack(state)
     err = float(np.abs(compiled - x).max() / max(1.0, float(np.abs(x).max())))
     ok = err <= 1e-12

@@ -97,9 +97,19 @@ def test_sgnht_holds_the_kinetic_temperature_and_its_thermostat_absorbs_gradient
     assert not within(_final(hot, "theta"))
 
 
-def test_sgnht_refuses_other_temperatures():
-    with pytest.raises(ParameterError, match="temperature"):
-        sgsim.sample(targets.standard_gaussian(2), "sgnht", 10, step_size=0.01, temperature=2.0, seed=1)
+def test_sgnht_at_another_temperature_and_bad_input():
+    # the thermostat's set point is the step's temperature (the update reads it): at T = 0.5 the
+    # kinetic temperature settles at 0.5 and theta's variance at 0.5 (tolerances as above)
+    n_chains, step = 2000, 0.0025
+    run = sgsim.sample(
+        targets.standard_gaussian(2), "sgnht", 600, n_chains=n_chains, seed=4, step_size=step, temperature=0.5,
+        storage="final",
+    )  # fmt: skip
+    kinetic = (_final(run, "velocity") ** 2).mean(axis=1)
+    assert abs(kinetic.mean() - 0.5) <= 5 * kinetic.std(ddof=1) / np.sqrt(n_chains)
+    assert abs(kinetic.mean() - 1.0) > 5 * kinetic.std(ddof=1) / np.sqrt(n_chains)  # the set point at T = 1
+    var = _final(run, "theta").var(axis=0, ddof=1)
+    assert np.all(np.abs(var - 0.5) <= 5 * 0.5 * np.sqrt(2.0 / n_chains) + 0.03)
     with pytest.raises(ParameterError, match="diffusion"):
         sgsim.sample(targets.standard_gaussian(2), "sgnht", 10, step_size=0.01, diffusion=-1.0, seed=1)
 
@@ -131,5 +141,3 @@ def test_psgld_refuses_bad_input_before_any_work():
         sgsim.sample(target, "psgld", 10, step_size=0.01, floor=0.0, seed=1)
     with pytest.raises(ParameterError, match="target"):
         sgsim.sample(kit_target(), "psgld", 10, step_size=0.01, seed=1)
-    with pytest.raises(ParameterError, match="temperature"):
-        sgsim.sample(target, "psgld_gamma", 10, step_size=0.01, temperature=0.5, seed=1)

@@ -152,7 +152,7 @@ def execute(run, buf, keeper, seed: int, precision: str, ex, progress=None) -> s
     for k0 in range(0, n_steps, BLOCK_STEPS):
         k1 = min(n_steps, k0 + BLOCK_STEPS)
         block = run.schedule.block(k0, k1)
-        sd, _, _, noisy = run.noise(block)
+        sd, _, _, noisy, _ = run.noise(block)
         store = keeper.store(block)
         ex.launch(
             module, n_rep, state, failed, ex.put(block.step_size.astype(dt)), ex.put(sd.astype(dt)),

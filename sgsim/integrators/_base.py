@@ -130,7 +130,8 @@ class Algorithm:
         The step in plain NumPy, ``oracle(x, grad_u, z, a, k, options) -> x_new``: the state
         ``x`` (shape ``(n_state, d)``), the target's gradient as a function of ``theta``, the
         step's noise ``z`` in the state's coordinates (None on a step without noise), the step
-        size, the step's index and the validated options. The conformance kit checks that the
+        size, the step's index and the validated options (and, last, the step's temperature ``t``
+        for an update that reads it). The conformance kit checks that the
         compiled step equals it given the same normals. Independent chains only.
     asymptotically_exact : bool
         Its stationary law tends to ``exp(-U / T)`` as the step size goes to 0 (SGLD, SGHMC;
@@ -235,6 +236,8 @@ NO_CONSTANTS = NoConstants()
 # the parameters of each kind of step, in order (see sgsim.integrators._loop)
 MOVE_PARAMS = ("x", "theta", "a", "consts")
 UPDATE_PARAMS = ("x", "theta", "g", "z", "noisy", "a", "k", "consts")
+# the update that reads the step's temperature ``t`` (a thermostat's set point, a drift scaled by T)
+UPDATE_T_PARAMS = ("x", "theta", "g", "z", "noisy", "a", "t", "k", "consts")
 ENSEMBLE_PARAMS = (
     "X", "G", "B", "P", "W", "j", "alpha", "consts", "noise", "grad_u", "stochastic_grad_u", "params", "works",
     "rngs", "inj", "stats",
@@ -335,7 +338,8 @@ def _check_algorithm(alg: Algorithm) -> None:
         _check_params(name, "step (move)", node, MOVE_PARAMS)
         _check_splice(name, "step (move)", node)
         node = _source_of(name, "step (update)", update)
-        _check_params(name, "step (update)", node, UPDATE_PARAMS)
+        n_params = len(node.args.args)
+        _check_params(name, "step (update)", node, UPDATE_T_PARAMS if n_params == 9 else UPDATE_PARAMS)
         _check_splice(name, "step (update)", node)
         z = node.args.args[3].arg
         if not any(isinstance(n, ast.Name) and n.id == z for n in ast.walk(node)):

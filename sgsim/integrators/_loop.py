@@ -16,6 +16,7 @@ Independent chains (``coupling = "independent"``) take one gradient per step, at
 
     move(x, theta, a, consts)                    # before the gradient (e.g. theta += v)
     update(x, theta, g, z, noisy, a, k, consts)  # after the gradient and the noise
+    update(x, theta, g, z, noisy, a, t, k, consts)  # the same, reading the step's temperature t
 
 The loop itself evaluates ``g = grad U~(theta)`` between the halves (the stochastic
 gradient draws its minibatch from the chain's stream first), then draws the step's noise
@@ -58,7 +59,8 @@ covariance's eigenvalues at each step and ``basis`` its eigenvectors, which
 ``rotate = False`` declares to be the identity (diagonal covariances). The loops get the
 eigenvectors as rows (``basis.T``, contiguous: :attr:`NoiseBasis.rows`). A step whose ``sd`` is
 zero (``any_noise[j]`` False) draws nothing, so a noise-free stage leaves the stream
-untouched. The four make the tuple ``noise = (sd, basis.T, rotate, any_noise)``.
+untouched. With the per-step temperatures ``temps`` (read by updates that take ``t``, and by
+ensemble steps) they make the tuple ``noise = (sd, basis.T, rotate, any_noise, temps)``.
 """
 
 from __future__ import annotations
@@ -147,8 +149,10 @@ def _move(x, theta, a, consts):
     raise NotImplementedError
 
 
-def _update(x, theta, g, z, noisy, a, k, consts):
-    """Placeholder for an algorithm's ``update``, spliced into :func:`_chain_loop`."""
+def _update(x, theta, g, z, noisy, a, t, k, consts):
+    """Placeholder for an algorithm's ``update``, spliced into :func:`_chain_loop` (``t`` left out for an
+    update that does not take the step's temperature).
+    """
     raise NotImplementedError
 
 
@@ -156,7 +160,7 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
          out, count, mean, m2, injected):  # fmt: skip
     n_chains, n_state, d = state.shape
     nb = alpha.shape[0]
-    sd, basis_t, rotate, any_noise = noise
+    sd, basis_t, rotate, any_noise, temps = noise
     x = np.empty((n_state, d))
     theta = x[0]
     kept = x[KEPT_ROW]
@@ -200,7 +204,8 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
                         for i in range(d):
                             z[i] += basis_t[m, i] * em
             k = k0 + j
-            _update(x, theta, g, z, noisy, a, k, consts)
+            t = temps[j]
+            _update(x, theta, g, z, noisy, a, t, k, consts)
             # theta within the bound (which fails for NaN and inf too), the rest finite; no early
             # exit: a branch-free loop is faster on short rows
             ok = True
@@ -262,7 +267,7 @@ def _vector_step(state, rngs, works, failed, grads, points, batch, n_data, repla
     # the update half of step j with the given gradients, then the move half of the next step
     # and the next minibatch, whose gradient the caller computes at ``points`` next
     n_chains, n_state, d = state.shape
-    sd, basis_t, rotate, any_noise = noise
+    sd, basis_t, rotate, any_noise, temps = noise
     e = np.empty(d)
     z = np.empty(d)
     delta = np.empty(d)
@@ -291,7 +296,8 @@ def _vector_step(state, rngs, works, failed, grads, points, batch, n_data, repla
                         for i in range(d):
                             z[i] += basis_t[m, i] * em
             k = k0 + j
-            _update(x, theta, g, z, noisy, a, k, consts)
+            t = temps[j]
+            _update(x, theta, g, z, noisy, a, t, k, consts)
             ok = True
             for i in range(d):
                 ok = ok and abs(theta[i]) <= bound

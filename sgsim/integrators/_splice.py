@@ -9,6 +9,9 @@ loop's variables and its own variables renamed apart, and compiles the result. T
 stay ordinary functions (each algorithm module keeps its update where it belongs, and the
 tests run them on their own).
 
+A call may pass an argument named in ``OPTIONAL_ARGS`` (the step's temperature ``t``) that a
+half of the shorter signature does not take; it is then left out.
+
 A spliced function must be a plain statement sequence over its parameters: no ``return``
 with a value (a bare ``return`` or a docstring is ignored only at the end), no closures, no
 ``global``. Every call site in the template must be a statement whose arguments are plain
@@ -73,9 +76,19 @@ class _Rename(ast.NodeTransformer):
         return node
 
 
+# call arguments a half may leave out of its parameters: the step's temperature ``t``, which only
+# the updates that read it take (a template passes it; an update of the shorter signature drops it)
+OPTIONAL_ARGS = ("t",)
+
+
 def _body(func: Callable, args: list[ast.expr], tag: str, namespace: dict) -> list[ast.stmt]:
     node, glob = function_def(func)
     params = [a.arg for a in node.args.args]
+    extra = len(args) - len(params)
+    optional = [a for a in args if isinstance(a, ast.Name) and a.id in OPTIONAL_ARGS]
+    if 0 < extra <= len(optional):
+        dropped = {id(a) for a in optional[:extra]}
+        args = [a for a in args if id(a) not in dropped]
     if len(params) != len(args) or not all(isinstance(a, ast.Name) for a in args):
         raise TypeError(f"{node.name}: each call must pass its {len(params)} parameters as plain names")
     mapping = {p: a.id for p, a in zip(params, args, strict=True) if isinstance(a, ast.Name)}

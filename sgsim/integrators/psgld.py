@@ -37,8 +37,7 @@ estimated, one coordinate at a time, by the secant of the gradient along the cha
 move, ``(g_{k,i} - g_{k-1,i}) / (theta_{k-1,i} - theta_{k-2,i})`` (kept in the state's rows
 ``last_theta`` and ``last_gradient``; zero on the first step and where a coordinate did not
 move): exact on separable targets as the step goes to 0, noisy with minibatch gradients. The
-Gamma term scales with the step's temperature, which the compiled step reads from whether it
-injects noise, so ``psgld_gamma`` samples at ``T = 1`` (and ``0`` on exploration steps).
+Gamma term scales with the step's temperature, which the update reads as ``t``.
 
 Neither form is affine on a Gaussian target (``G`` depends on the gradients), so they have no
 exact Gaussian law; the conformance kit checks their compiled steps against NumPy oracles, and
@@ -93,8 +92,8 @@ def update(x, theta, g, z, noisy, a, k, consts):
 
 
 @jit(inline=True)
-def update_gamma(x, theta, g, z, noisy, a, k, consts):
-    """:func:`update` with the drift ``a T Gamma`` (``T = 1`` on noisy steps, else 0); rows 2, 3 keep the last move."""
+def update_gamma(x, theta, g, z, noisy, a, t, k, consts):
+    """:func:`update` with the drift ``a t Gamma`` (``t`` the step's temperature); rows 2, 3 keep the last move."""
     beta = consts.decay
     for i in range(theta.shape[0]):
         v = beta * x[1, i] + (1.0 - beta) * g[i] * g[i]
@@ -103,9 +102,9 @@ def update_gamma(x, theta, g, z, noisy, a, k, consts):
         gi = 1.0 / (consts.floor + root)
         moved = theta[i] - x[2, i]
         drift = -a * gi * g[i]
-        if noisy and k > 0 and moved != 0.0 and root > 0.0:
+        if t > 0.0 and k > 0 and moved != 0.0 and root > 0.0:
             curvature = (g[i] - x[3, i]) / moved
-            drift -= a * g[i] * curvature * gi * gi / root
+            drift -= a * t * g[i] * curvature * gi * gi / root
         x[2, i] = theta[i]
         x[3, i] = g[i]
         theta[i] = theta[i] + drift + math.sqrt(gi) * z[i] if noisy else theta[i] + drift
@@ -125,7 +124,7 @@ def oracle(x, grad_u, z, a, k, options):
     return np.stack([theta, v])
 
 
-def oracle_gamma(x, grad_u, z, a, k, options):
+def oracle_gamma(x, grad_u, z, a, k, options, t):
     """One step of :func:`update_gamma` in NumPy (the conformance kit's oracle)."""
     x = np.array(x, float)
     theta, g = x[0], grad_u(x[0])
@@ -133,26 +132,15 @@ def oracle_gamma(x, grad_u, z, a, k, options):
     gamma = np.zeros_like(theta)
     moved = theta - x[2]
     use = (moved != 0.0) & (v > 0.0)
-    if z is not None and k > 0:
+    if t > 0 and k > 0:
         curvature = (g[use] - x[3][use]) / moved[use]
         gamma[use] = -g[use] * curvature / (np.sqrt(v[use]) * (options["floor"] + np.sqrt(v[use])) ** 2)
-    new = theta - a * gi * g + a * gamma + (0.0 if z is None else np.sqrt(gi) * z)
+    new = theta - a * gi * g + a * t * gamma + (0.0 if z is None else np.sqrt(gi) * z)
     return np.stack([new, v, theta, g])
 
 
 def _noise(block, target, options):
     return Noise((2.0 * block.step_size * block.temperature,), (np.eye(target.dim),))
-
-
-def _noise_gamma(block, target, options):
-    temp = block.temperature
-    if np.any((temp != 0.0) & (temp != 1.0)):
-        bad = float(temp[(temp != 0.0) & (temp != 1.0)][0])
-        raise ParameterError(
-            "temperature",
-            f"psgld_gamma's Gamma term is written for temperature 1 (and 0 on exploration steps), not {bad}",
-        )
-    return _noise(block, target, options)
 
 
 def _check(options: dict, target) -> dict:
@@ -205,7 +193,7 @@ PSGLD_GAMMA = Algorithm(
     units=_UNITS + "; plus step_size * T * Gamma",
     step=(stay, update_gamma),
     constants=lambda options: Constants(options["rms_decay"], options["floor"]),
-    noise=_noise_gamma,
+    noise=_noise,
     check=_check,
     oracle=oracle_gamma,
     references=_REFS,

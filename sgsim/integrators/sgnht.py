@@ -26,12 +26,10 @@ momentum ``p`` (stationary law ``N(0, T I)``); ``diffusion`` is ``A`` per unit o
 ``xi`` in each of its ``d`` entries (one thermostat per chain, as in the paper); it starts at
 ``A`` and the momentum at ``init_velocity`` (0 by default).
 
-Temperature. The thermostat is held at the sampling temperature ``T = 1`` of the paper, and at
-``T = 0`` on the exploration steps of the cyclical schedule (``csgnht``), where it drains the
-kinetic energy: momentum descent with an adaptive friction. Other temperatures are refused
-(the thermostat's set point is the step's temperature, which the compiled step reads from
-whether the step injects noise), as are emulated gradient noise at ``T = 0`` and the
-``noise_correction`` (the thermostat is the correction).
+Temperature. The thermostat's set point is the step's temperature ``T_k`` (the update reads it
+as ``t``): at ``T = 0``, on the exploration steps of the cyclical schedule (``csgnht``), it drains
+the kinetic energy, momentum descent with an adaptive friction. The ``noise_correction`` is
+refused (the thermostat is the correction).
 """
 
 from __future__ import annotations
@@ -66,8 +64,8 @@ class Constants(NamedTuple):
 
 
 @jit(inline=True)
-def update(x, theta, g, z, noisy, a, k, consts):
-    """Momentum with the thermostat's friction, position, then the thermostat (rows 0, 1, 2 of ``x``)."""
+def update(x, theta, g, z, noisy, a, t, k, consts):
+    """Momentum with the thermostat's friction, position, then the thermostat at the step's temperature ``t``."""
     h = math.sqrt(a)
     xi = x[2, 0]
     keep = 1.0 - h * xi
@@ -84,20 +82,19 @@ def update(x, theta, g, z, noisy, a, k, consts):
             theta[i] += h * p
             x[1, i] = p
             kinetic += p * p
-    set_point = 1.0 if noisy else 0.0
-    xi = xi + h * (kinetic / theta.shape[0] - set_point)
+    xi = xi + h * (kinetic / theta.shape[0] - t)
     for i in range(theta.shape[0]):
         x[2, i] = xi
 
 
-def oracle(x, grad_u, z, a, k, options):
+def oracle(x, grad_u, z, a, k, options, t):
     """One step of :func:`update` in NumPy, as printed in Ding et al.'s Algorithm 1 (the kit's oracle)."""
     x = np.array(x, float)
     h = math.sqrt(a)
     theta, p, xi = x[0], x[1], x[2, 0]
     p = p - h * xi * p - h * grad_u(theta) + (0.0 if z is None else z)
     theta = theta + h * p
-    xi = xi + h * (p @ p / p.size - (0.0 if z is None else 1.0))
+    xi = xi + h * (p @ p / p.size - t)
     return np.stack([theta, p, np.full_like(p, xi)])
 
 
@@ -112,23 +109,11 @@ def init(theta0, given, options):
 
 def _noise(block, target, options):
     temp = block.temperature
-    if np.any((temp != 0.0) & (temp != 1.0)):
-        bad = float(temp[(temp != 0.0) & (temp != 1.0)][0])
-        raise ParameterError(
-            "temperature",
-            f"SGNHT holds its thermostat at T = 1 (and at 0 on exploration steps); got temperature {bad}",
-        )
     h = np.sqrt(block.step_size)
     eye = np.eye(target.dim)
     v = target.grad_noise_cov
     if v is None or not np.any(v):
         return Noise((2.0 * options["diffusion"] * h * temp,), (eye,))
-    if np.any(temp == 0.0):
-        raise ParameterError(
-            "temperature",
-            "SGNHT reads a step's temperature from whether it injects noise: emulated gradient noise on a T = 0 "
-            "step would be read as T = 1; give a target with exact or minibatch gradients for the cyclical preset",
-        )
     return Noise((2.0 * options["diffusion"] * h * temp, block.step_size), (eye, v))
 
 
