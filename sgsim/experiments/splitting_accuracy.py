@@ -143,18 +143,22 @@ def closed_form_error(method: str, a, friction: float = FRICTION, step_size=None
     """The exact relative error of the stationary variance on ``U = lambda theta^2 / 2``.
 
     ``a = alpha lambda``; SGHMC's per-step friction is ``eta = gamma sqrt(alpha)``, so it needs
-    ``step_size = alpha`` too. See the module's docstring for the derivations.
+    ``step_size = alpha`` too. NaN where the scheme has no stationary law: ``a >= 2`` for SGLD,
+    ``a >= 4`` for the splittings, ``eta > 1`` or ``a >= 4 - 2 eta`` for SGHMC (the Schur-Cohn
+    conditions on its transition matrix ``[[1, 1], [-a, 1 - eta - a]]``). See the module's docstring
+    for the derivations.
     """
     a = np.asarray(a, float)
-    if method == "sgld":
-        return a / (2.0 - a)
-    if method == "baoab":
-        return np.zeros_like(a)
-    if method == "obabo":
-        return a / (4.0 - a)
-    if method == "sghmc":
-        eta = friction * np.sqrt(np.asarray(step_size, float))
-        return np.where(eta <= 1.0, a / (4.0 - 2.0 * eta - a), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if method == "sgld":
+            return np.where(a < 2.0, a / (2.0 - a), np.nan)
+        if method == "baoab":
+            return np.where(a < 4.0, 0.0, np.nan)
+        if method == "obabo":
+            return np.where(a < 4.0, a / (4.0 - a), np.nan)
+        if method == "sghmc":
+            eta = friction * np.sqrt(np.asarray(step_size, float))
+            return np.where((eta <= 1.0) & (a < 4.0 - 2.0 * eta), a / (4.0 - 2.0 * eta - a), np.nan)
     raise ParameterError("method", f"method must be one of {GAUSSIAN_METHODS}, got {method!r}")
 
 
@@ -162,16 +166,16 @@ def gaussian_errors(step_sizes, precision: float = 1.0, friction: float = FRICTI
     """Relative error of the stationary ``Var(theta)`` on ``N(0, 1 / precision)``, per method and step.
 
     Read off each method's compiled step (:func:`sgsim.algorithms.affine_steps` of the second step
-    of a constant schedule) and its stationary Lyapunov equation: no sampling. SGHMC's entries
-    are NaN where its friction per step ``eta = gamma sqrt(alpha)`` would exceed 1.
+    of a constant schedule) and its stationary Lyapunov equation: no sampling. NaN where
+    :func:`closed_form_error` is (no stationary law, or SGHMC's ``eta = gamma sqrt(alpha)`` above 1).
     """
     target = targets.linear_gaussian(np.array([[float(precision)]]))
     out = {}
     for method in GAUSSIAN_METHODS:
         errs = []
         for step in step_sizes:
-            if method == "sghmc" and friction * math.sqrt(step) > 1.0:
-                errs.append(np.nan)  # its friction per step, eta = gamma h, is at most 1
+            if np.isnan(closed_form_error(method, step * precision, friction, step)):
+                errs.append(np.nan)  # no stationary law (or SGHMC's eta = gamma h above 1)
                 continue
             maps = affine_steps(method, target, schedule=schedules.constant(float(step), 2),
                                 **_options(method, float(step), friction))  # fmt: skip
@@ -437,7 +441,7 @@ def run(budget: Budget, seed: int, progress: bool = False) -> Result:
     """Compute both panels: the Gaussian's exact errors, the mixture's grid laws and Monte Carlo runs."""
     steps = np.array(budget.gaussian_steps)
     gaussian = gaussian_errors(steps)
-    closed = {m: closed_form_error(m, steps, step_size=steps) for m in GAUSSIAN_METHODS}
+    closed = {m: closed_form_error(m, steps, step_size=steps) for m in GAUSSIAN_METHODS}  # lambda = 1
     target = mixture()
     exact = float(target.second_moment[0, 0])
     grid, grid_err = {}, {}
