@@ -669,15 +669,6 @@ class OBABO(_Splitting):
         self._count(params)
 
 
-def _zero_or_one_temperature(who: str, group: dict) -> None:
-    if group["temperature"] not in (0.0, 1.0):
-        raise ParameterError(
-            "temperature",
-            f"{who} reads the step's temperature from whether it injects noise: temperature must be 1 (sampling) "
-            f"or 0 (exploration), got {group['temperature']}",
-        )
-
-
 class SGNHT(_Underdamped):
     r"""The stochastic gradient Nosé-Hoover thermostat: one adaptive friction over all the parameters.
 
@@ -703,10 +694,9 @@ class SGNHT(_Underdamped):
     coordinates of the parameters that have a gradient in the step. ``state[p]["momentum"]``
     holds ``p`` and ``state["thermostat"]["xi"]`` holds ``xi`` (a 0-d tensor, float64 for
     float64 parameters and float32 otherwise, on the first parameter's device); both are in
-    ``state_dict()``. The thermostat's set point is the step's temperature, which the compiled
-    step reads from whether it injects noise: ``temperature`` is 1 (sampling) or 0 (the
-    exploration stage of ``csgnht``, where the thermostat drains the kinetic energy: momentum
-    descent with an adaptive friction); other values are refused.
+    ``state_dict()``. The thermostat's set point is the step's temperature ``T_k``, as in the
+    compiled step: 1 samples the posterior, and at 0 (the exploration stage of ``csgnht``) the
+    thermostat drains the kinetic energy: momentum descent with an adaptive friction.
 
     Parameters
     ----------
@@ -717,7 +707,7 @@ class SGNHT(_Underdamped):
     diffusion : float
         ``A > 0``: injected diffusion per unit time, and the thermostat's start.
     temperature : float
-        1 or 0.
+        ``T >= 0``, the thermostat's set point.
     num_data : int, optional
         ``N >= 1``: the loss is a mean over ``N`` data points.
     generator : torch.Generator, optional
@@ -736,7 +726,7 @@ class SGNHT(_Underdamped):
     Raises
     ------
     ParameterError
-        If a number is out of range, the temperature is neither 0 nor 1, the parameter groups
+        If a number is out of range, the parameter groups
         disagree on ``lr``, ``temperature`` or ``diffusion``, or ``params`` is empty.
     ParameterTypeError
         If an argument has the wrong type.
@@ -754,7 +744,6 @@ class SGNHT(_Underdamped):
     def _check_group(self, group: dict) -> None:
         super()._check_group(group)
         group["diffusion"] = real("diffusion", group["diffusion"], 0.0, low_open=True)
-        _zero_or_one_temperature("SGNHT", group)
 
     def _gradients(self, noise):
         work = super()._gradients(noise)
@@ -883,8 +872,6 @@ class PSGLD(_Langevin):
         super()._check_group(group)
         group["rms_decay"] = real("rms_decay", group["rms_decay"], 0.0, 1.0, low_open=True, high_open=True)
         group["floor"] = real("floor", group["floor"], 0.0, low_open=True)
-        if self._gamma_term:
-            _zero_or_one_temperature("PSGLDGamma", group)
 
     def _moments(self, params: list[torch.Tensor]) -> list[torch.Tensor]:
         out = []
@@ -957,22 +944,18 @@ class PSGLDGamma(PSGLD):
     where a coordinate did not move or ``V_i = 0``). These are the steps of the compiled
     ``psgld_gamma`` method (:mod:`sgsim.integrators.psgld`). Beside ``V`` the state keeps
     ``last_theta``, ``last_gradient`` (the record's rows of the same names) and ``step`` per
-    parameter, all in ``state_dict()``. The Gamma term scales with the temperature, which the
-    compiled step reads from whether it injects noise: ``temperature`` is 1 or 0 (RMSprop);
-    other values are refused.
+    parameter, all in ``state_dict()``. The Gamma term scales with the step's temperature, as
+    in the compiled step, so that at ``temperature = 0`` the step is RMSprop.
 
     Parameters
     ----------
-    params, lr, rms_decay, floor, num_data, generator, seed
+    params, lr, rms_decay, floor, temperature, num_data, generator, seed
         As for :class:`PSGLD`.
-    temperature : float
-        1 or 0.
 
     Raises
     ------
     ParameterError
-        If a number is out of range, the temperature is neither 0 nor 1, or ``params`` is
-        empty.
+        If a number is out of range, or ``params`` is empty.
     ParameterTypeError
         If an argument has the wrong type.
     """
