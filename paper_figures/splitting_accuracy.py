@@ -38,7 +38,7 @@ CAPTIONS = {
         "against $\\alpha\\lambda$, read off each compiled step (markers) beside the closed forms (lines); "
         "BAOAB's errors are zero to rounding and drawn at $10^{-17}$ when exactly zero. Right: error of "
         "$E\\theta^2$ on the mixture $(N(-1.2, 0.5) + N(1.2, 0.5))/2$, from the exact stationary law of each "
-        "chain on a grid (lines; BAOAB's and OBABO's errors are negative, their magnitude is drawn) and from "
+        "chain on a grid (lines; BAOAB's errors are negative, their magnitude is drawn) and from "
         "independent chains of sgsim's samplers (open markers, bars of two standard errors). Every scheme "
         "spends one gradient per step of size $\\alpha$: SGLD's time step is $\\alpha$, the splittings' "
         "$h = \\sqrt{\\alpha}$ (top axis), friction $\\gamma = 1$ per unit time (SGHMC: $\\eta = \\gamma h$ "
