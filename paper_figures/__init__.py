@@ -83,9 +83,7 @@ FIGURES: tuple[FigureEntry, ...] = (
     FigureEntry(
         "reference_bias", "Reference posteriors: the bias of SG-MCMC against gold-standard draws, beside the theory"
     ),
-    FigureEntry(
-        "splitting_accuracy", "Splitting accuracy: BAOAB's stationary law against SGLD's Euler-Maruyama bias"
-    ),
+    FigureEntry("splitting_accuracy", "Splitting accuracy: BAOAB's stationary law against SGLD's Euler-Maruyama bias"),
     FigureEntry("peer_comparison", "The peer samplers side by side at equal gradient evaluations"),
 )
 
