@@ -6,7 +6,7 @@ Every scheme here spends one gradient per step, and every step size is the cycli
 ``alpha`` ([cSG] §2: SGLD's drift ``alpha grad U``, noise variance ``2 alpha``). SGLD is the
 Euler-Maruyama step of overdamped Langevin dynamics with time step ``alpha``; BAOAB and OBABO
 (Leimkuhler and Matthews (2013), "Rational construction of stochastic numerical methods for
-molecular sampling", eqs. 2.5-2.8) split underdamped Langevin dynamics with time step
+molecular sampling") split underdamped Langevin dynamics with time step
 ``h = sqrt(alpha)`` and friction ``gamma`` per unit time. Each scheme's error is compared in its
 own time step (``alpha`` for SGLD, ``h`` for the splittings) and at equal cost (``alpha``).
 

@@ -1,7 +1,7 @@
 r"""Preconditioned SGLD with the RMSprop preconditioner (pSGLD), with or without its Gamma term.
 
 Li, Chen, Carlson and Carin (2016), "Preconditioned stochastic gradient Langevin dynamics for
-deep neural networks", eqs. 4-5 and Algorithm 1, in the cyclical paper's units:
+deep neural networks", Algorithm 1, in the cyclical paper's units:
 
 .. math::
 
@@ -167,7 +167,7 @@ _OPTIONS = {
     "floor": Option(1e-5, _check_floor, "lambda > 0: G = 1 / (lambda + sqrt(V))"),
 }
 _UNITS = "drift step_size * G grad U, noise covariance 2 * step_size * T * G, G = 1 / (lambda + sqrt(V))"
-_REFS = "Li, Chen, Carlson and Carin (2016), eqs. 4-5 and Algorithm 1"
+_REFS = "Li, Chen, Carlson and Carin (2016), Algorithm 1"
 
 PSGLD = Algorithm(
     name="psgld",

@@ -11,8 +11,7 @@ three exactly solvable parts: ``B`` (kick, ``p -= (h/2) grad U``), ``A`` (drift,
 ``theta += (h/2) p``) and ``O`` (the exact Ornstein-Uhlenbeck solution
 ``p <- c p + sqrt((1 - c^2) T) xi`` with ``c = exp(-gamma h)``), composed as ``B A O A B``
 (BAOAB) or ``O B A B O`` (OBABO) (Leimkuhler and Matthews 2013, "Rational construction of
-stochastic numerical methods for molecular sampling", eqs. 2.5-2.8; Leimkuhler and Matthews
-2015, "Molecular dynamics", §7.4). BAOAB's configurational marginal is exact for a Gaussian
+stochastic numerical methods for molecular sampling"). BAOAB's configurational marginal is exact for a Gaussian
 target with an exact gradient at every stable ``h`` and its error on smooth targets is
 ``O(h^2)``, against ``O(h)`` for SGLD's Euler-Maruyama step of overdamped Langevin dynamics
 in its own time step; OBABO is the velocity-Verlet step with a half ``O`` on each side
@@ -214,7 +213,7 @@ _UNITS = (
     "step_size alpha = h^2 (the cyclical paper's SGHMC unit); momentum p ~ N(0, T I); O keeps c = exp(-gamma h) "
     "and adds variance (1 - c^2) T"
 )
-_REFS = "Leimkuhler and Matthews (2013), eqs. 2.5-2.8"
+_REFS = "Leimkuhler and Matthews (2013)"
 
 BAOAB = Algorithm(
     name="baoab",

@@ -503,7 +503,7 @@ class BAOAB(_Splitting):
     kick ``B`` (``p -= (h/2) grad U``), the drift ``A`` (``theta += (h/2) p``) and the exact
     Ornstein-Uhlenbeck part ``O`` (``p <- c p + sqrt((1 - c^2) T) xi``, ``c = exp(-gamma h)``),
     composed as ``B A O A B`` (Leimkuhler and Matthews (2013), "Rational construction of
-    stochastic numerical methods for molecular sampling", eqs. 2.5-2.8;
+    stochastic numerical methods for molecular sampling";
     :ref:`theory-langevin-peers`). The closing half kick of a step and the opening half kick of
     the next use the same gradient, so :meth:`step` ``k`` runs from one gradient to the next:
 
@@ -588,7 +588,7 @@ class OBABO(_Splitting):
 
     The parts of :class:`BAOAB` composed as ``O B A B O`` (Leimkuhler and Matthews (2013),
     "Rational construction of stochastic numerical methods for molecular sampling",
-    eqs. 2.5-2.8; :ref:`theory-langevin-peers`). A step runs from one gradient to the next: the
+    :ref:`theory-langevin-peers`). A step runs from one gradient to the next: the
     closing ``B O`` of the last step and the opening ``O B A`` of this one, the two ``O`` parts
     merged into one,
 
@@ -802,7 +802,7 @@ class PSGLD(_Langevin):
     r"""Preconditioned SGLD with RMSprop's preconditioner (pSGLD), in the cyclical paper's units.
 
     Li, Chen, Carlson and Carin (2016), "Preconditioned stochastic gradient Langevin dynamics
-    for deep neural networks", eqs. 4-5 and Algorithm 1 (:ref:`theory-langevin-peers`):
+    for deep neural networks", Algorithm 1 (:ref:`theory-langevin-peers`):
 
     .. math::
 
