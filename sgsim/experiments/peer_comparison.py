@@ -528,6 +528,8 @@ class _Moments:
 def reference_cell(prob: Problem, budget: Budget) -> Cell:
     """The same metrics of the reference draws (exact draws, or the logistic regression's MALA run)."""
     x = prob.reference_draws
+    if x is None:
+        raise ValueError(f"problem {prob.name!r} has no reference draws")
     cell = Cell("reference", prob.name, "ok", prob.reference_note, n_draws=int(x.shape[0] * x.shape[1]))
     if prob.centres is not None:
         cell.coverage = diagnostics.mode_coverage(x, prob.centres, RADIUS, THRESHOLD)

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -447,7 +448,7 @@ def run(budget: Budget, seed: int, progress: bool = False) -> Result:
     grid, grid_err = {}, {}
     for method in GRID_METHODS:
         vals = [grid_moment(method, target, a) for a in budget.grid_steps[:-1]]
-        last, err = grid_moment(method, target, budget.grid_steps[-1], refine=True)
+        last, err = cast("tuple[float, float]", grid_moment(method, target, budget.grid_steps[-1], refine=True))
         grid[method] = np.array(vals + [last]) - exact
         grid_err[method] = float(err)
     res = Result(budget, seed, gaussian, closed, exact, grid, grid_err)
@@ -457,7 +458,7 @@ def run(budget: Budget, seed: int, progress: bool = False) -> Result:
         for j, a in enumerate(budget.mc_steps):
             est, se = monte_carlo_moment(method, target, a, budget.n_chains, budget.n_steps, budget.burn_in,
                                          seed + 100 * i + j)  # fmt: skip
-            want = grid_moment(method, target, a) - exact
+            want = cast(float, grid_moment(method, target, a)) - exact
             res.mc.append(MonteCarlo(method, a, est - exact, se, want))
             if progress:
                 print(f"  {method} alpha={a:g}: {est - exact:+.5f} +- {se:.5f} (grid {want:+.5f})", flush=True)
