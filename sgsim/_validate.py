@@ -83,6 +83,13 @@ def boolean(name: str, value) -> bool:
     return bool(value)
 
 
+def choice(name: str, value, allowed: tuple[str, ...]) -> str:
+    """Return ``value`` when it is one of the strings ``allowed``, else a ParameterError listing them."""
+    if not isinstance(value, str) or value not in allowed:
+        raise ParameterError(name, f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value
+
+
 def finite_array(name: str, value, shape: tuple | None = None) -> np.ndarray:
     """Return ``value`` as a float64 array, requiring real finite entries and a given shape."""
     if _has_complex(value):

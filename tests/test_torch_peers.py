@@ -51,6 +51,12 @@ def test_the_temperature_reading_steps_follow_their_kernels_at_any_temperature(n
     assert st.check_mirror(name, temperature=temperature, noise_scale=1.05).status == "failed"
 
 
+@pytest.mark.parametrize("name", ["sgnht", "csgnht"])
+def test_sgnht_with_the_exponential_friction_follows_its_kernel(name):
+    assert st.check_mirror(name, friction_step="exponential").status == "passed"
+    assert st.check_mirror(name, friction_step="exponential", noise_scale=1.05).status == "failed"
+
+
 # --------------------------------------------------------------------------- bad input
 
 
@@ -66,6 +72,7 @@ BAD = [
     (OBABO, dict(lr=0.1, friction=float("inf")), "friction"),
     (BAOAB, dict(lr=0.1, friction="1"), "friction"),
     (SGNHT, dict(lr=0.1, diffusion=0.0), "diffusion"),
+    (SGNHT, dict(lr=0.1, friction_step="exact"), "friction_step"),
     (PSGLD, dict(lr=0.1, rms_decay=0.0), "rms_decay"),
     (PSGLD, dict(lr=0.1, rms_decay=1.0), "rms_decay"),
     (PSGLD, dict(lr=0.1, floor=0.0), "floor"),

@@ -26,6 +26,13 @@ momentum ``p`` (stationary law ``N(0, T I)``); ``diffusion`` is ``A`` per unit o
 ``xi`` in each of its ``d`` entries (one thermostat per chain, as in the paper); it starts at
 ``A`` and the momentum at ``init_velocity`` (0 by default).
 
+The friction step. Algorithm 1 multiplies the momentum by ``1 - h xi``, which changes sign
+once ``h xi > 1`` and amplifies it past ``h xi > 2``: a chain started where the gradient is
+large heats the thermostat past that in a few steps and diverges (the divergence check reports
+it). ``friction_step="exponential"`` multiplies by ``exp(-h xi)``, the exact flow of the
+friction part over the step, the same to first order in ``h`` and a contraction for every
+``xi >= 0``; ``"euler"``, as printed, is the default.
+
 Temperature. The thermostat's set point is the step's temperature ``T_k`` (the update reads it
 as ``t``): at ``T = 0``, on the exploration steps of the cyclical schedule (``csgnht``), it drains
 the kinetic energy, momentum descent with an adaptive friction. The ``noise_correction`` is
@@ -40,7 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._jit import jit
-from .._validate import ParameterError, real
+from .._validate import ParameterError, choice, real
 from ..dynamics import Noise
 from ._base import (
     CONSTANT_OPTIONS,
@@ -54,13 +61,16 @@ from ._base import (
 )
 from ._loop import stay
 
-__all__ = ["SGNHT", "METHOD", "CYCLICAL", "Constants", "update", "oracle", "init"]
+__all__ = ["SGNHT", "METHOD", "CYCLICAL", "FRICTION_STEPS", "Constants", "update", "oracle", "init"]
+
+#: How a step applies the thermostat's friction to the momentum.
+FRICTION_STEPS = ("euler", "exponential")
 
 
 class Constants(NamedTuple):
-    """What the step reads (nothing but the state: ``A`` enters through the noise and ``xi_0``)."""
+    """What the step reads: whether the friction's flow is exact (``A`` enters through the noise and ``xi_0``)."""
 
-    unused: float = 0.0
+    exponential: bool = False
 
 
 @jit(inline=True)
@@ -68,7 +78,7 @@ def update(x, theta, g, z, noisy, a, t, k, consts):
     """Momentum with the thermostat's friction, position, then the thermostat at the step's temperature ``t``."""
     h = math.sqrt(a)
     xi = x[2, 0]
-    keep = 1.0 - h * xi
+    keep = math.exp(-h * xi) if consts.exponential else 1.0 - h * xi
     kinetic = 0.0
     if noisy:
         for i in range(theta.shape[0]):
@@ -92,7 +102,8 @@ def oracle(x, grad_u, z, a, k, options, t):
     x = np.array(x, float)
     h = math.sqrt(a)
     theta, p, xi = x[0], x[1], x[2, 0]
-    p = p - h * xi * p - h * grad_u(theta) + (0.0 if z is None else z)
+    keep = math.exp(-h * xi) if options["friction_step"] == "exponential" else 1.0 - h * xi
+    p = keep * p - h * grad_u(theta) + (0.0 if z is None else z)
     theta = theta + h * p
     xi = xi + h * (p @ p / p.size - t)
     return np.stack([theta, p, np.full_like(p, xi)])
@@ -133,11 +144,16 @@ SGNHT = Algorithm(
     options={
         "diffusion": Option(
             1.0, lambda name, value: real(name, value, 0.0, low_open=True), "A > 0: injected diffusion per unit time"
-        )
+        ),
+        "friction_step": Option(
+            "euler",
+            lambda name, value: choice(name, value, FRICTION_STEPS),
+            "'euler': p keeps 1 - h xi (as printed); 'exponential': exp(-h xi), stable for any xi",
+        ),
     },
     units="step_size alpha = h^2; momentum p ~ N(0, T I); injected variance 2 A T h per step; xi += h (|p|^2/d - T)",
     step=(stay, update),
-    constants=lambda options: Constants(),
+    constants=lambda options: Constants(options["friction_step"] == "exponential"),
     noise=_noise,
     check=_check,
     init=init,

@@ -73,8 +73,8 @@ MIRRORS: dict[str, Mirror] = {
     "obabo": Mirror(OBABO, ("friction",)),
     "cobabo": Mirror(OBABO, ("friction",)),
     # at 0.2 (h = 0.45) the thermostat's friction overshoots and the compiled chain itself diverges
-    "sgnht": Mirror(SGNHT, ("diffusion",), step_size=0.05),
-    "csgnht": Mirror(SGNHT, ("diffusion",)),
+    "sgnht": Mirror(SGNHT, ("diffusion", "friction_step"), step_size=0.05),
+    "csgnht": Mirror(SGNHT, ("diffusion", "friction_step")),
     "psgld": Mirror(PSGLD, ("rms_decay", "floor")),
     "cpsgld": Mirror(PSGLD, ("rms_decay", "floor")),
     "psgld_gamma": Mirror(PSGLDGamma, ("rms_decay", "floor"), separable=True),

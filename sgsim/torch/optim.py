@@ -53,7 +53,8 @@ import numpy as np
 import torch
 
 from .. import rng as _rng
-from .._validate import ParameterError, ParameterTypeError, integer, positive_float, real
+from .._validate import ParameterError, ParameterTypeError, choice, integer, positive_float, real
+from ..integrators.sgnht import FRICTION_STEPS
 
 __all__ = ["SGLD", "SGHMC", "BAOAB", "OBABO", "SGNHT", "PSGLD", "PSGLDGamma", "make_generator"]
 
@@ -708,6 +709,9 @@ class SGNHT(_Underdamped):
         ``A > 0``: injected diffusion per unit time, and the thermostat's start.
     temperature : float
         ``T >= 0``, the thermostat's set point.
+    friction_step : {"euler", "exponential"}
+        How the friction acts on the momentum: ``1 - h xi`` as printed, or ``exp(-h xi)``, the
+        friction's exact flow, stable for any ``xi >= 0`` (as the compiled step's option).
     num_data : int, optional
         ``N >= 1``: the loss is a mean over ``N`` data points.
     generator : torch.Generator, optional
@@ -733,10 +737,12 @@ class SGNHT(_Underdamped):
     """
 
     def __init__(self, params, lr: float, diffusion: float = 1.0, temperature: float = 1.0,
-                 num_data: int | None = None, generator=None, seed=None):  # fmt: skip
+                 num_data: int | None = None, generator=None, seed=None, friction_step: str = "euler"):  # fmt: skip
         self._kinetic: list[torch.Tensor] = []
         self._coordinates = 0
-        defaults = dict(lr=lr, diffusion=diffusion, temperature=temperature, num_data=num_data)
+        defaults = dict(
+            lr=lr, diffusion=diffusion, temperature=temperature, num_data=num_data, friction_step=friction_step
+        )
         super().__init__(params, defaults, generator, seed)
 
     step = _Langevin.step  # documented in _Langevin.step
@@ -744,11 +750,12 @@ class SGNHT(_Underdamped):
     def _check_group(self, group: dict) -> None:
         super()._check_group(group)
         group["diffusion"] = real("diffusion", group["diffusion"], 0.0, low_open=True)
+        group["friction_step"] = choice("friction_step", group["friction_step"], FRICTION_STEPS)
 
     def _gradients(self, noise):
         work = super()._gradients(noise)
         first = self.param_groups[0]
-        for name in ("lr", "temperature", "diffusion"):
+        for name in ("lr", "temperature", "diffusion", "friction_step"):
             if any(g[name] != first[name] for g in self.param_groups):
                 raise ParameterError(
                     name, f"SGNHT has one thermostat for all its parameters: every parameter group needs one {name}"
@@ -775,7 +782,7 @@ class SGNHT(_Underdamped):
     def _update(self, group, params, grads, normals, sd):
         h, xi = math.sqrt(group["lr"]), self._xi()
         momenta = self._momenta(params)
-        keep = 1.0 - h * xi
+        keep = torch.exp(-h * xi) if group["friction_step"] == "exponential" else 1.0 - h * xi
         for device in {m.device for m in momenta}:
             torch._foreach_mul_([m for m in momenta if m.device == device], keep.to(device))
         torch._foreach_add_(momenta, _scaled_gradients(grads, group), alpha=-h)
