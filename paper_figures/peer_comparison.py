@@ -1,6 +1,6 @@
 """The samplers side by side at equal gradient evaluations (not a figure of the three papers).
 
-Thirteen samplers on the 25-Gaussian mixture, the 3x3 mixture and Bayesian logistic
+Fourteen samplers (SGNHT with both friction steps) on the 25-Gaussian mixture, the 3x3 mixture and Bayesian logistic
 regression on the Australian credit data, each at a quarter of its own stability limit and
 with the same number of gradient evaluations: mode coverage, kernel Stein discrepancy,
 moment errors, ESS per gradient evaluation and, where an exact law exists, its prediction.
@@ -39,6 +39,7 @@ LABELS = {
     "baoab": "BAOAB",
     "obabo": "OBABO",
     "sgnht": "SGNHT",
+    "sgnht_exp": "SGNHT, exp. friction",
     "psgld": "pSGLD",
     "psgld_gamma": "pSGLD + Γ",
     "sgld_cv": "SGLD-CV",
@@ -55,7 +56,7 @@ TARGET_LABELS = {
 }
 #: One colour per family of samplers.
 FAMILIES = {
-    "Langevin and momentum chains": ("blue", ("sgld", "sghmc", "sgnht")),
+    "Langevin and momentum chains": ("blue", ("sgld", "sghmc", "sgnht", "sgnht_exp")),
     "splittings": ("green", ("baoab", "obabo")),
     "preconditioned": ("orange", ("psgld", "psgld_gamma")),
     "variance-reduced gradients": ("purple", ("sgld_cv", "svrg_ld")),
@@ -65,7 +66,7 @@ FAMILIES = {
 COLOUR = {m: COLOURS[c] for c, members in FAMILIES.values() for m in members}
 CAPTIONS = {
     f"{NAME}.png": (
-        "Thirteen samplers at equal gradient evaluations (columns: the target; rows: modes covered, kernel Stein "
+        "Fourteen samplers at equal gradient evaluations (columns: the target; rows: modes covered, kernel Stein "
         "discrepancy with the IMQ kernel at $c = 1$, largest error of the second moment, and the smallest bulk ESS "
         "over the coordinates per gradient evaluation, log scale), every step a quarter of its sampler's own "
         "stability limit. Bars are coloured by family; a sampler that refuses the target or whose lanes all "
@@ -258,7 +259,7 @@ def report(results: dict, full: bool, seed: int, figure: str, csv_name: str) -> 
     )
     return "\n".join(
         [
-            "Thirteen samplers on three targets at the same number of gradient evaluations. " + mode + "A *lane* "
+            "Fourteen samplers on three targets at the same number of gradient evaluations. " + mode + "A *lane* "
             "is a chain, a particle of an ensemble, or a replica of a reSGLD ladder (a ladder of "
             f"{REPLICAS} replicas counts {REPLICAS} gradients per step, though only its replica at $T = 1$ "
             f"samples the target). On the mixtures every sampler runs {budget.mixture_lanes} lanes of "

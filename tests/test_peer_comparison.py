@@ -89,6 +89,9 @@ def test_each_step_rule_is_the_samplers_own_limit():
     alpha = pc.stability_limit("sgnht", prob)[0]
     h = math.sqrt(alpha)
     assert h * h * 4.0 == pytest.approx(2 * (2 - h * 1.0), rel=1e-12)
+    # with the exponential friction the momentum keeps exp(-h A): h^2 lambda = 2 (1 + exp(-h A))
+    h = math.sqrt(pc.stability_limit("sgnht_exp", prob)[0])
+    assert h * h * 4.0 == pytest.approx(2 * (1 + math.exp(-h * 1.0)), rel=1e-12)
     # BAOAB's rule is the limit sgsim itself enforces: just inside runs, just beyond is refused
     limit = pc.stability_limit("baoab", prob)[0]
     target = sgsim.targets.linear_gaussian(p)
