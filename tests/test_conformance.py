@@ -6,6 +6,7 @@ control, the same sampler with its noise scale off by 5%, which the same check m
 exact laws read off the compiled steps must equal the hand-written ones of sgsim.theory to 1e-12.
 """
 
+import inspect
 import os
 import shutil
 import subprocess
@@ -43,48 +44,44 @@ TESTS = Path(__file__).resolve().parent
 REGISTERED = sorted(METHODS)  # sgsim's own and psgld_diag, registered by the import above
 
 
-# independent-chain methods whose step is not affine on a Gaussian target (an adaptive friction or
-# preconditioner): they have no Gaussian law, and the kit checks their compiled step against the
-# record's NumPy oracle instead
-NOT_AFFINE = {"sgnht", "csgnht", "psgld", "cpsgld", "psgld_gamma"}
-
-
 # methods with a gradient estimator of their own (Algorithm.gradient: SGLD-CV, SVRG-LD) run on
 # minibatch data targets, where the law checks are skipped; tests/test_control_variates.py checks
 # their moments against the exact recursion of sgsim.theory.minibatch_law instead
 MINIBATCH_ONLY = {n for n in REGISTERED if METHODS[n].algorithm.gradient is not None}
+# the independent-chain methods the kit runs on its exact-gradient targets
+CHAINS = [n for n in REGISTERED if METHODS[n].algorithm.coupling == INDEPENDENT and n not in MINIBATCH_ONLY]
+
+
+def _result(report, check):
+    return next(r for r in report.results if r.name == check)
 
 
 @pytest.mark.parametrize("name", REGISTERED)
 def test_the_kit_passes_every_registered_method(name):
     report = check_sampler(name).raise_for_failure()
     assert [r.name for r in report.results] == list(CHECKS)
-    if name in NOT_AFFINE:
-        assert report.status("monte_carlo") == "skipped" and report.status("oracle") == "passed", str(report)
-    elif name in MINIBATCH_ONLY:
+    alg = METHODS[name].algorithm
+    if name in MINIBATCH_ONLY:
         assert report.status("monte_carlo") == "skipped" and report.status("replay") == "passed", str(report)
-    elif METHODS[name].algorithm.coupling == INDEPENDENT:
-        # every other independent-chain method is affine on a linear-Gaussian target: its law was checked
-        assert report.status("monte_carlo") == "passed", str(report)
-    if (
-        METHODS[name].algorithm.asymptotically_exact
-        and METHODS[name].algorithm.coupling == INDEPENDENT
-        and name not in MINIBATCH_ONLY
-        and name not in NOT_AFFINE
-    ):
-        assert report.status("consistency") == "passed", str(report)
+    elif alg.coupling == INDEPENDENT:
+        law = _result(report, "exact_law")
+        if law.status == "passed":
+            # affine on a linear-Gaussian target: its law was checked, and its stationary law where it claims one
+            assert report.status("monte_carlo") == "passed", str(report)
+            if alg.asymptotically_exact:
+                assert report.status("consistency") == "passed", str(report)
+        else:
+            # not affine (an adaptive friction or preconditioner: SGNHT, pSGLD): no Gaussian law, so the
+            # record must carry a NumPy oracle, and the compiled step is checked against it
+            assert "not affine" in law.detail and alg.oracle is not None, str(report)
+            assert report.status("oracle") == "passed", str(report)
     assert report.status("gpu_host") == ("passed" if name in GPU_METHODS else "skipped"), str(report)
 
 
-AFFINE = [
-    n
-    for n in REGISTERED
-    if METHODS[n].algorithm.coupling == INDEPENDENT and n not in NOT_AFFINE and n not in MINIBATCH_ONLY
-]
 # the methods the GPU path has a kernel for, from its own table of step fragments (checked through
 # its host build, where a C++ compiler is found)
 GPU_METHODS = (
-    {n for n in AFFINE if METHODS[n].algorithm.step in STEPS} if shutil.which("g++") or shutil.which("c++") else set()
+    {n for n in CHAINS if METHODS[n].algorithm.step in STEPS} if shutil.which("g++") or shutil.which("c++") else set()
 )
 
 
@@ -94,12 +91,28 @@ def test_the_gpu_methods_are_read_from_the_gpu_paths_own_table():
     assert not GPU_METHODS & {"psgld_diag", "svgd"}
 
 
-@pytest.mark.parametrize("name", AFFINE)
+def _scaled_oracle(oracle, scale):
+    # the record's oracle with its noise scaled (a negative control), of the same signature
+    if len(inspect.signature(oracle).parameters) == 7:
+        return lambda x, grad_u, z, a, k, options, t: oracle(x, grad_u, None if z is None else scale * z, a, k,
+                                                             options, t)  # fmt: skip
+    return lambda x, grad_u, z, a, k, options: oracle(x, grad_u, None if z is None else scale * z, a, k, options)
+
+
+@pytest.mark.parametrize("name", CHAINS)
 def test_the_kit_rejects_each_sampler_with_its_noise_scale_off_by_5_percent(name):
     # negative control of the two statistical checks: the noise sd x 1.05 (variance x 1.1025) is
     # detected with probability >= 0.999 by design (sample_size), here at 8-10 SE against 5.2-5.4
     with registered(noise_scaled(name, 1.05)) as wrong:
-        report = check_sampler(wrong, checks=("consistency", "monte_carlo", "gpu_host"), law_of=name)
+        report = check_sampler(wrong, checks=("exact_law", "consistency", "monte_carlo", "gpu_host"), law_of=name)
+    if report.status("exact_law") == "skipped":
+        # no Gaussian law (not affine): the oracle check is the sampler's check, and it rejects an
+        # oracle whose noise is 5% too large
+        alg = METHODS[name].algorithm
+        assert alg.oracle is not None, str(report)
+        bad = check_sampler(name, checks=("oracle",), oracle=_scaled_oracle(alg.oracle, 1.05))
+        assert bad.status("oracle") == "failed", str(bad)
+        return
     assert report.status("monte_carlo") == "failed", str(report)
     # the GPU kernel's host build draws the same declared noise: where it runs, it is rejected too
     assert report.status("gpu_host") in ("failed", "skipped"), str(report)
