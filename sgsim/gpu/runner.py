@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import ParameterError
+from ..philox import key as philox_key
 from . import kernels
 
 __all__ = ["execute", "executor", "check_device_memory", "philox_key", "device_bytes", "BACKENDS", "BLOCK_STEPS"]
@@ -43,30 +44,6 @@ def executor(backend: str):
 
         return HostExecutor()
     raise ParameterError("backend", f"backend must be one of {BACKENDS}, got {backend!r}")
-
-
-def philox_key(seed: int) -> tuple[int, int]:
-    """The Philox4x32-10 key of a run: the first two 32-bit words of ``SeedSequence(seed)``'s state.
-
-    Parameters
-    ----------
-    seed : int
-        A resolved seed: a non-negative integer (the one a result records).
-
-    Returns
-    -------
-    tuple of int
-        ``(key0, key1)``, each below ``2**32``. Chain ``c``'s normals are Philox blocks under
-        this key with the chain in the counter's high words (:mod:`sgsim.gpu.kernels`).
-
-    Examples
-    --------
-    >>> from sgsim.gpu import philox_key
-    >>> philox_key(1) == philox_key(1) != philox_key(2)
-    True
-    """
-    words = np.random.SeedSequence(seed).generate_state(2, np.uint32)
-    return int(words[0]), int(words[1])
 
 
 def device_bytes(run, n_chains: int, precision: str) -> int:
