@@ -1,7 +1,9 @@
 """Pure mathematics of the samplers: closed forms and exact laws. Imports no integrator."""
 
-from . import fokker_planck, kl, ou
+from . import cycle_weights, fokker_planck, kl, nonconvex, ou
 from .convergence import (
+    AverageError,
+    StepRestrictionWarning,
     Theorem1Terms,
     TheoremConstants,
     WeakErrorTerms,
@@ -9,17 +11,21 @@ from .convergence import (
     csgld_bound,
     cyclical_sum,
     cyclical_sum_squares,
+    derived_prefactor,
     discretisation_ratio,
+    gaussian_average_error,
     harmonic_number,
     kappa0_gaussian,
     linear_gaussian_constants,
     matched_h0,
     sgld_bound,
+    step_limit,
     strongly_convex_c3_c4,
     theorem1_terms,
     weak_error_terms,
 )
-from .distances import gaussian_kl, gaussian_w2, sqrtm_psd, w2_optimal_map
+from .cycle_weights import harmonic_weight_moments, harmonic_weight_variance
+from .distances import gaussian_kl, gaussian_w2, sqrtm_psd, w2_1d, w2_optimal_map
 from .exact_law import (
     GaussianPath,
     affine_law,
@@ -33,10 +39,13 @@ from .exact_law import (
     stationary_covariance,
     time_average_cov,
 )
+from .nonconvex import grid_mixture_constants, muckenhoupt_poincare_1d, poincare_c3_c4, spectral_gap_1d
 from .stationary import sghmc_scalar_stationary, sgld_scalar_stationary
 
 __all__ = [
     "fokker_planck",
+    "nonconvex",
+    "cycle_weights",
     "ou",
     "kl",
     "sgld_scalar_stationary",
@@ -56,6 +65,7 @@ __all__ = [
     "gaussian_w2",
     "gaussian_kl",
     "w2_optimal_map",
+    "w2_1d",
     "TheoremConstants",
     "Theorem1Terms",
     "WeakErrorTerms",
@@ -72,4 +82,15 @@ __all__ = [
     "matched_h0",
     "discretisation_ratio",
     "weak_error_terms",
+    "AverageError",
+    "gaussian_average_error",
+    "StepRestrictionWarning",
+    "step_limit",
+    "derived_prefactor",
+    "grid_mixture_constants",
+    "muckenhoupt_poincare_1d",
+    "poincare_c3_c4",
+    "spectral_gap_1d",
+    "harmonic_weight_moments",
+    "harmonic_weight_variance",
 ]

@@ -44,19 +44,24 @@ Errata carried here (:ref:`theory-errata`):
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
 
-from .._validate import ParameterError, finite_array, integer, positive_float, real, spd_matrix
+from .._validate import ParameterError, choice, finite_array, integer, positive_float, real, spd_matrix
 from .distances import gaussian_w2
 
 __all__ = [
+    "StepRestrictionWarning",
     "TheoremConstants",
     "Theorem1Terms",
     "WeakErrorTerms",
+    "AverageError",
     "assumption_constants",
+    "step_limit",
+    "derived_prefactor",
     "kappa0_gaussian",
     "strongly_convex_c3_c4",
     "linear_gaussian_constants",
@@ -69,10 +74,16 @@ __all__ = [
     "matched_h0",
     "discretisation_ratio",
     "weak_error_terms",
+    "gaussian_average_error",
 ]
 
 #: ``c_p`` of Appendix C.1 (the main text prints 6; docs: erratum-bound-prefactor).
 DEFAULT_C_P = 12.0
+STEP_CHECKS = ("warn", "raise", "ignore")
+
+
+class StepRestrictionWarning(UserWarning):
+    """A bound was evaluated at steps beyond the proof's restriction (:ref:`theory-derived-constants`)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,11 @@ class TheoremConstants:
         Time constant of that decay, > 0.
     sigma : float
         Gradient-noise constant of Assumption 2 (iv), in [0, 1). 0 for exact gradients.
+    step_limit : float
+        The largest step size for which the proof holds with these constants, in (0, 1]: 1 (the
+        proof's ``alpha_0 <= 1``) unless the constants come from Assumption 2, where ``C0``
+        needs ``alpha_k <= min(1, m_U / (4 L_U^2))`` (:func:`step_limit`,
+        :ref:`theory-derived-constants`). The bound functions check their steps against it.
 
     Raises
     ------
@@ -107,12 +123,14 @@ class TheoremConstants:
     C3: float
     C4: float
     sigma: float = 0.0
+    step_limit: float = 1.0
 
     def __post_init__(self):
         for name in ("C0", "C1", "C2", "C3"):
             object.__setattr__(self, name, real(name, getattr(self, name), 0.0))
         object.__setattr__(self, "C4", positive_float("C4", self.C4))
         object.__setattr__(self, "sigma", real("sigma", self.sigma, 0.0, 1.0, high_open=True))
+        object.__setattr__(self, "step_limit", real("step_limit", self.step_limit, 0.0, 1.0, low_open=True))
 
 
 @dataclass(frozen=True)
@@ -135,6 +153,11 @@ class Theorem1Terms:
         Bound on ``W2(nu_S, nu_inf)``: ``C3 exp(-S / C4)``.
     total : float
         Bound on ``W2(mu_K, nu_inf)``: the sum of the two W2 terms (eq. 5 or 6).
+    max_step : float
+        The largest step of the sequence (NaN when it was not given).
+    within_hypotheses : bool
+        ``max_step <= constants.step_limit`` (True when ``max_step`` was not given): only then
+        is ``total`` a consequence of the proof (:ref:`theory-derived-constants`).
     """
 
     diffusion_time: float
@@ -144,6 +167,8 @@ class Theorem1Terms:
     w2_discretisation: float
     w2_exponential: float
     total: float
+    max_step: float = math.nan
+    within_hypotheses: bool = True
 
 
 @dataclass(frozen=True)
@@ -220,8 +245,11 @@ def assumption_constants(
         Dimension ``d >= 1``.
     kappa0 : float
         ``log E_{mu_0} exp(||w||^2)`` (v), >= 0 (Jensen); see :func:`kappa0_gaussian`.
-    moment_factor : {"max", "min"}
-        ``1 v 1/m_U`` (default; the bound holds) or ``1 ^ 1/m_U`` (as printed; it may not).
+    moment_factor : {"max", "min", "derived"}
+        ``1 v 1/m_U`` (default; the bound holds), ``1 ^ 1/m_U`` (as printed; it may not) or
+        ``1/m_U``, the factor the moment bound actually delivers (:ref:`theory-derived-constants`:
+        with every step ``<= min(1, m_U/(4 L_U^2))``, ``sup_k E||theta_k||^2 <= kappa0 +
+        (2/m_U)(b_U + 2B^2 + d)``), never larger than ``1 v 1/m_U``.
 
     Returns
     -------
@@ -237,12 +265,113 @@ def assumption_constants(
         c_m = min(1.0, 1.0 / m_U)
     elif moment_factor == "max":
         c_m = max(1.0, 1.0 / m_U)
+    elif moment_factor == "derived":
+        c_m = 1.0 / m_U
     else:
-        raise ValueError(f"moment_factor must be 'min' or 'max', got {moment_factor!r}")
+        raise ParameterError("moment_factor", f"moment_factor must be 'min', 'max' or 'derived', got {moment_factor!r}")
     c0 = L_U**2 * (kappa0 + 2.0 * c_m * (b_U + 2.0 * B**2 + d)) + B**2
     c1 = 6.0 * L_U**2 * (c0 + d)
     c2 = kappa0 + 2.0 * b_U + 2.0 * d
     return c0, c1, c2
+
+
+def step_limit(L_U: float, m_U: float) -> float:
+    """The largest step for which [cSG] Theorem 1's proof holds: ``min(1, m_U / (4 L_U^2))`` [derived here].
+
+    The proof of [cSG] App. C.1 uses two facts about every step ``alpha_k``:
+
+    1. ``alpha_k <= 1`` ("choosing alpha_0 <= 1"), to bound ``12 alpha^3 (..) + 6 alpha^2 d``
+       by ``alpha^2 (12 (..) + 6 d)``;
+    2. the second-moment bound behind ``C0`` (borrowed from Raginsky et al.'s Lemma 3.2). Derived
+       here in the cyclical paper's units: with ``g = grad U(w) + zeta``, ``E zeta = 0`` and
+       Assumption 2 (iv), ``||grad U(w)||^2 <= 2 (L_U^2 ||w||^2 + B^2)`` (smoothness and (i)) and
+       ``E||zeta||^2 <= 2 sigma (L_U^2 ||w||^2 + B^2) <= 2 (L_U^2 ||w||^2 + B^2)``, so one step gives::
+
+           E[||theta_{k+1}||^2 | theta_k = w]
+               = ||w||^2 - 2 alpha <w, grad U(w)> + alpha^2 (||grad U(w)||^2 + E||zeta||^2) + 2 alpha d
+              <= (1 - 2 alpha m_U + 4 alpha^2 L_U^2) ||w||^2 + 2 alpha (b_U + 2 alpha B^2 + d).
+
+       With ``alpha <= m_U / (4 L_U^2)`` the factor is at most ``1 - alpha m_U`` (which lies in
+       ``[3/4, 1)``, since dissipativity and smoothness force ``m_U <= L_U``), and with
+       ``alpha <= 1`` the constant is at most ``2 alpha c``, ``c = b_U + 2B^2 + d``. Then
+       ``x_{k+1} <= x_k - alpha_k (m_U x_k - 2c)``: ``R = max(x_0, 2c/m_U)`` is never exceeded,
+       whatever the sequence of admissible steps, and ``x_0 = E||theta_0||^2 <= kappa0`` by
+       Jensen. Hence ``sup_k E||theta_k||^2 <= kappa0 + (2/m_U)(b_U + 2B^2 + d)``: the factor is
+       ``1/m_U`` (``moment_factor="derived"`` of :func:`assumption_constants`), below the
+       default ``1 v 1/m_U`` and above the printed ``1 ^ 1/m_U`` when ``m_U < 1``.
+
+    The factor 4 in ``m_U / (4 L_U^2)`` is the 2 of ``||grad U||^2 <= 2(..)`` times the 2 that
+    covers the gradient noise. Without the restriction the moment bound fails: on
+    ``U = theta^2 / 2`` from 0 with exact gradients the stationary ``E theta^2 = 2/(2 - alpha)``
+    exceeds ``kappa0 + 2 d / m_U = 2`` for every ``alpha > 1``
+    (``tests/test_theory_nonconvex.py``).
+
+    Parameters
+    ----------
+    L_U : float
+        Lipschitz constant of ``grad U``, > 0.
+    m_U : float
+        Dissipativity constant, > 0.
+
+    Returns
+    -------
+    float
+        In (0, 1].
+    """
+    L_U = positive_float("L_U", L_U)
+    m_U = positive_float("m_U", m_U)
+    return min(1.0, m_U / (4.0 * L_U**2))
+
+
+def derived_prefactor(kappa0: float, b_U: float, m_U: float, dim: int) -> dict[str, float]:
+    """``c_p`` and ``time_factor`` that make Theorem 1's prefactor a consequence of its sources [derived here].
+
+    Returns the keyword arguments ``{"c_p": ..., "time_factor": ...}`` of :func:`theorem1_terms`,
+    :func:`csgld_bound` and :func:`sgld_bound` for which
+    ``(c_p + time_factor C2 t)^(1/2) = (6/lambda + 4 kappa0 + 8 (b_U + d) t)^(1/2)``, with
+    ``lambda = min(1, m_U / 2)`` and ``C2 = kappa0 + 2 b_U + 2 d``.
+
+    Derivation (:ref:`theory-derived-constants`). Bolley and Villani's weighted Pinsker
+    inequality, the one step [cSG] App. C.1 takes from outside [external], bounds
+    ``W2(mu, nu) <= C_nu [KL^(1/2) + (KL/2)^(1/4)]`` with
+    ``C_nu^2 = 4 inf_lambda (3/2 + log E_nu exp(lambda ||w||^2)) / lambda``. For the Langevin law
+    ``nu_t`` and ``f = exp(lambda ||w||^2)``, the generator gives
+    ``L f = f (-2 lambda <w, grad U> + 2 lambda d + 4 lambda^2 ||w||^2)
+    <= f (2 lambda (b_U + d) - (2 lambda m_U - 4 lambda^2) ||w||^2)``, which is at most
+    ``2 lambda (b_U + d) f`` when ``lambda <= m_U / 2``; hence
+    ``log E_{nu_t} f <= log E_{mu_0} f + 2 lambda (b_U + d) t`` (the growth of Raginsky et al.'s
+    Lemma 3.3, which at unit temperature needs ``m_U >= 2`` for ``lambda = 1``), and
+    ``log E_{mu_0} f <= lambda kappa0`` for ``lambda <= 1`` by Jensen. So
+    ``C_nu^2 <= 6/lambda + 4 kappa0 + 8 (b_U + d) t``.
+
+    Consequences for the printed constants (:ref:`erratum-bound-prefactor`): the constant term is
+    ``6/lambda + 4 kappa0``, 6 only for ``kappa0 = 0`` and ``m_U >= 2``, so neither the main
+    text's 6 nor the appendix's 12 holds in general (12 covers ``kappa0 <= 3/2`` when
+    ``m_U >= 2``); the time term is ``8 (b_U + d) t = 4 (2 b_U + 2 d) t <= 4 C2 t``, so the
+    printed factor 1 on ``C2 t`` is too small whenever ``6 (b_U + d) > kappa0`` and a factor 8 on
+    ``C2 t`` (Raginsky et al.'s form) is twice what is needed.
+
+    Parameters
+    ----------
+    kappa0 : float
+        ``log E_{mu_0} exp(||w||^2)``, >= 0.
+    b_U, m_U : float
+        Dissipativity constants, > 0.
+    dim : int
+        ``d >= 1``.
+
+    Returns
+    -------
+    dict
+        ``{"c_p": 6/lambda + 4 kappa0, "time_factor": 8 (b_U + d) / C2}``.
+    """
+    kappa0 = real("kappa0", kappa0, 0.0)
+    b_U = positive_float("b_U", b_U)
+    m_U = positive_float("m_U", m_U)
+    d = integer("dim", dim, low=1)
+    lam = min(1.0, m_U / 2.0)
+    c2 = kappa0 + 2.0 * b_U + 2.0 * d
+    return {"c_p": 6.0 / lam + 4.0 * kappa0, "time_factor": 8.0 * (b_U + d) / c2}
 
 
 def kappa0_gaussian(mean, cov) -> float:
@@ -320,6 +449,8 @@ def linear_gaussian_constants(
       ``<w, Pw - c> >= lambda_min ||w||^2 - ||c|| ||w||`` and Young's inequality); for
       ``c = 0``, ``m_U = lambda_min(P)`` and ``b_U = b_floor`` (Assumption 2 wants ``b > 0``);
     - ``C3 = W2(mu_0, N(P^-1 c, P^-1))``, ``C4 = 1 / lambda_min(P)`` (:func:`strongly_convex_c3_c4`);
+    - ``step_limit = min(1, m_U / (4 L_U^2))`` (:func:`step_limit`), the steps for which ``C0``
+      holds;
     - exact gradients: ``sigma = 0`` and ``B = ||c||``. With additive gradient noise of
       covariance ``V``, Assumption 2 (iv) ``E||noise||^2 = tr V <= 2 sigma (L_U^2 ||w||^2 + B^2)``
       holds for all ``w`` iff ``tr V <= 2 sigma B^2``, so ``B = max(||c||, (tr V / (2 sigma))^(1/2))``
@@ -376,7 +507,7 @@ def linear_gaussian_constants(
     cov_inf = np.linalg.inv(p)
     w2_0 = float(gaussian_w2(init_mean, init_cov, cov_inf @ c, cov_inf))
     c3, c4 = strongly_convex_c3_c4(lam_min, w2_0)
-    return TheoremConstants(C0=c0, C1=c1, C2=c2, C3=c3, C4=c4, sigma=s)
+    return TheoremConstants(C0=c0, C1=c1, C2=c2, C3=c3, C4=c4, sigma=s, step_limit=step_limit(lam_max, m_u))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -433,6 +564,26 @@ def _options(c_p, time_factor) -> tuple[float, float]:
     return real("c_p", c_p, 0.0), real("time_factor", time_factor, 0.0)
 
 
+def _check_step(constants, max_step, step_check: str) -> tuple[bool, float]:
+    """``(within_hypotheses, max_step)``; warns or raises when a step exceeds the proof's limit."""
+    step_check = choice("step_check", step_check, STEP_CHECKS)
+    if max_step is None:
+        return True, math.nan
+    top = positive_float("max_step", max_step)
+    if top <= constants.step_limit:
+        return True, top
+    message = (
+        f"step_size {top:.6g} exceeds the proof's step restriction: Theorem 1 needs every step in "
+        f"(0, {constants.step_limit:.6g}] (min(1, m_U / (4 L_U^2)) for constants from Assumption 2); "
+        "the terms are the formula's value, not a bound the proof supports"
+    )
+    if step_check == "raise":
+        raise ParameterError("step_size", message)
+    if step_check == "warn":
+        warnings.warn(message, StepRestrictionWarning, stacklevel=3)
+    return False, top
+
+
 def theorem1_terms(
     constants: TheoremConstants,
     diffusion_time: float,
@@ -440,6 +591,8 @@ def theorem1_terms(
     *,
     c_p: float = DEFAULT_C_P,
     time_factor: float = 1.0,
+    max_step: float | None = None,
+    step_check: str = "warn",
 ) -> Theorem1Terms:
     """The terms of [cSG] Theorem 1 for any step-size sequence, given its two sums (App. C).
 
@@ -447,8 +600,8 @@ def theorem1_terms(
     ``W2(mu_K, nu_S) <= (c_p + time_factor C2 S)^(1/2) [KL^(1/2) + (KL/2)^(1/4)]``;
     ``W2(nu_S, nu_inf) <= C3 exp(-S / C4)``. The proof (App. C.1, C.3) bounds the KL by the
     sums themselves; the closed forms of :func:`csgld_bound` and :func:`sgld_bound` are the
-    special cases. It assumes every step size is <= 1 (and, through Raginsky et al.'s moment
-    bound, small enough); this function evaluates the formula regardless.
+    special cases. The proof needs every step ``<= constants.step_limit`` (:func:`step_limit`);
+    given ``max_step``, the largest step, this function checks it (``step_check``).
 
     Parameters
     ----------
@@ -461,7 +614,15 @@ def theorem1_terms(
         Constant of the prefactor: 12 in Appendix C.1 (default), 6 in the main text (:ref:`erratum-bound-prefactor`).
     time_factor : float
         Factor on ``C2 S`` in the prefactor: 1 as printed (default), 8 for Raginsky et al.'s
-        ``(12 + 8 C2 t)^(1/2)`` as recalled (:ref:`erratum-bound-prefactor`).
+        ``(12 + 8 C2 t)^(1/2)`` (:ref:`erratum-bound-prefactor`); :func:`derived_prefactor`
+        gives the ``c_p`` and factor that the proof's sources support.
+    max_step : float, optional
+        The largest step of the sequence, > 0. Not given: no check, ``within_hypotheses=True``.
+    step_check : {"warn", "raise", "ignore"}
+        What to do when ``max_step > constants.step_limit``: a :class:`StepRestrictionWarning`
+        (default), a :class:`~sgsim._validate.ParameterError` naming ``step_size``, or nothing.
+        In every case ``within_hypotheses`` is False and the terms are the formula's value,
+        which the proof then does not support.
 
     Returns
     -------
@@ -472,6 +633,7 @@ def theorem1_terms(
     s = real("diffusion_time", diffusion_time, 0.0)
     s2 = real("sum_squares", sum_squares, 0.0)
     c_p, time_factor = _options(c_p, time_factor)
+    within, top = _check_step(constants, max_step, step_check)
     kl = constants.C1 * s2 + constants.sigma * constants.C0 * s
     prefactor = math.sqrt(c_p + time_factor * constants.C2 * s)
     w2_disc = prefactor * (math.sqrt(kl) + (kl / 2.0) ** 0.25)
@@ -484,6 +646,8 @@ def theorem1_terms(
         w2_discretisation=w2_disc,
         w2_exponential=w2_exp,
         total=w2_disc + w2_exp,
+        max_step=top,
+        within_hypotheses=within,
     )
 
 
@@ -496,6 +660,7 @@ def csgld_bound(
     c_p: float = DEFAULT_C_P,
     time_factor: float = 1.0,
     exact_sums: bool = True,
+    step_check: str = "warn",
 ) -> Theorem1Terms:
     """[cSG] Theorem 1, eq. 5: the bound on ``W2(mu_K, nu_inf)`` for cSGLD (no exploration stage).
 
@@ -514,7 +679,7 @@ def csgld_bound(
     ----------
     constants : TheoremConstants
     step_size : float
-        ``alpha_0 > 0`` (the proof assumes ``alpha_0 <= 1``).
+        ``alpha_0 > 0``, the largest step; the proof needs ``alpha_0 <= constants.step_limit``.
     n_cycles : int
         ``M >= 1``, dividing ``n_steps``.
     n_steps : int
@@ -523,6 +688,8 @@ def csgld_bound(
         See :func:`theorem1_terms` (defaults: Appendix C.1's ``12 + C2 S``).
     exact_sums : bool
         Exact schedule sums (default) or the printed approximations.
+    step_check : {"warn", "raise", "ignore"}
+        See :func:`theorem1_terms`: ``alpha_0`` against ``constants.step_limit``.
 
     Returns
     -------
@@ -539,7 +706,8 @@ def csgld_bound(
             raise ValueError(f"Theorem 1 needs n_steps to be a multiple of n_cycles, got K={k}, M={m}")
         s = k * alpha0 / 2.0
         s2 = 3.0 * alpha0**2 * k / 8.0
-    return theorem1_terms(constants, s, s2, c_p=c_p, time_factor=time_factor)
+    top = positive_float("step_size", step_size)
+    return theorem1_terms(constants, s, s2, c_p=c_p, time_factor=time_factor, max_step=top, step_check=step_check)
 
 
 def sgld_bound(
@@ -550,6 +718,7 @@ def sgld_bound(
     c_p: float = DEFAULT_C_P,
     time_factor: float = 1.0,
     exact_sums: bool = True,
+    step_check: str = "warn",
 ) -> Theorem1Terms:
     """[cSG] Theorem 1, eq. 6: the bound on ``W2(mu~_K, nu_inf)`` for SGLD with ``h_k = h_0 / k``.
 
@@ -563,13 +732,15 @@ def sgld_bound(
     ----------
     constants : TheoremConstants
     step_size : float
-        ``h_0 > 0`` (the proof assumes ``h_0 <= 1``).
+        ``h_0 > 0``, the largest step; the proof needs ``h_0 <= constants.step_limit``.
     n_steps : int
         ``K >= 1``.
     c_p, time_factor : float
         See :func:`theorem1_terms`.
     exact_sums : bool
         ``sum_{k<=K} 1/k^2`` (default) or ``pi^2 / 6``.
+    step_check : {"warn", "raise", "ignore"}
+        See :func:`theorem1_terms`: ``h_0`` against ``constants.step_limit``.
 
     Returns
     -------
@@ -579,7 +750,7 @@ def sgld_bound(
     k = integer("n_steps", n_steps, low=1)
     s = h0 * harmonic_number(k)
     s2 = h0**2 * (_sum_inverse_squares(k) if exact_sums else math.pi**2 / 6.0)
-    return theorem1_terms(constants, s, s2, c_p=c_p, time_factor=time_factor)
+    return theorem1_terms(constants, s, s2, c_p=c_p, time_factor=time_factor, max_step=h0, step_check=step_check)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -686,3 +857,105 @@ def weak_error_terms(step_sizes, *, weighted: bool = True, order: int = 1, grad_
         mse_discretisation=disc**2,
         mse=mse,
     )
+
+
+@dataclass(frozen=True)
+class AverageError:
+    """Exact error of a sample average of SGLD on a 1-D Gaussian target (:func:`gaussian_average_error`).
+
+    Attributes
+    ----------
+    bias : float
+        ``E phi_hat - E_pi theta``.
+    variance : float
+        ``Var phi_hat``.
+    mse : float
+        ``bias^2 + variance``.
+    noise_variance : float
+        The part of ``variance`` that the gradient noise adds: ``V sum_l G_l^2 h_l^2``.
+    """
+
+    bias: float
+    variance: float
+    mse: float
+    noise_variance: float
+
+
+def gaussian_average_error(
+    precision: float,
+    shift: float,
+    step_sizes,
+    *,
+    grad_noise_var: float = 0.0,
+    init_mean: float = 0.0,
+    init_var: float = 0.0,
+    weighted: bool = True,
+    temperature: float = 1.0,
+) -> AverageError:
+    """Exact bias and MSE of SGLD's sample average of ``theta`` on ``U = a theta^2/2 - c theta`` [derived here].
+
+    SGLD in the cyclical paper's units with additive gradient noise ``zeta_l ~ N(0, V)``::
+
+        theta_l = (1 - a h_l) theta_{l-1} + h_l c - h_l zeta_l + sqrt(2 h_l T) xi_l
+
+    and the average ``phi_hat = sum_{l=1}^L w_l theta_l`` (``w = h / S_L`` or ``1/L``). Every
+    ``theta_l`` is Gaussian and the deviation of ``phi_hat`` is a linear form in the independent
+    innovations: ``phi_hat - E phi_hat = G_0 (theta_0 - m_0) + sum_l G_l e_l`` with
+    ``G_L = w_L``, ``G_l = w_l + (1 - a h_{l+1}) G_{l+1}``, ``G_0 = (1 - a h_1) G_1`` and
+    ``Var e_l = 2 h_l T + h_l^2 V``. Hence ``Var phi_hat = G_0^2 v_0 + sum_l G_l^2 (2 h_l T + h_l^2 V)``,
+    exactly, and the gradient noise adds ``V sum_l G_l^2 h_l^2``, linear in ``V``.
+
+    This is the check of the weak-convergence theorem's noise term
+    (:ref:`theory-weak-convergence`): for ``phi(theta) = theta`` the Poisson equation
+    ``L psi = phi - E_pi phi`` has ``psi' = -1/a``, so ``E||Delta V_l psi||^2 = V / a^2``; and for
+    steps that vary slowly on the relaxation time ``1/(a h)``, ``G_l ~ w_l / (a h_l)``, so the
+    added variance tends to ``sum_l w_l^2 V / a^2``, the theorem's ``mse_noise`` of
+    :func:`weak_error_terms` with constant 1 (up to ``O(a h)`` and the last ``1/(a S_L)`` of time).
+
+    Parameters
+    ----------
+    precision : float
+        ``a > 0``.
+    shift : float
+        ``c`` (the target is ``N(c/a, 1/(a T))``).
+    step_sizes : array_like, shape (L,)
+        ``h_1..h_L``, each > 0.
+    grad_noise_var : float
+        ``V >= 0``.
+    init_mean, init_var : float
+        Law of ``theta_0`` (``init_var >= 0``).
+    weighted : bool
+        Step-weighted (default) or unweighted average.
+    temperature : float
+        ``T > 0``.
+
+    Returns
+    -------
+    AverageError
+    """
+    a = positive_float("precision", precision)
+    c = real("shift", shift)
+    h = finite_array("step_sizes", step_sizes)
+    if h.ndim != 1 or h.size == 0 or np.any(h <= 0):
+        raise ParameterError("step_sizes", f"step_sizes must be a non-empty vector of steps > 0, got shape {h.shape}")
+    v = real("grad_noise_var", grad_noise_var, 0.0)
+    m0 = real("init_mean", init_mean)
+    v0 = real("init_var", init_var, 0.0)
+    t = positive_float("temperature", temperature)
+    w = h / h.sum() if weighted else np.full(h.shape, 1.0 / h.size)
+    f = 1.0 - a * h
+    means = np.empty(h.size)
+    m = m0
+    for i in range(h.size):
+        m = f[i] * m + h[i] * c
+        means[i] = m
+    g = np.empty(h.size)
+    acc = 0.0
+    for i in range(h.size - 1, -1, -1):
+        acc = w[i] + (f[i + 1] * acc if i + 1 < h.size else 0.0)
+        g[i] = acc
+    g0 = f[0] * g[0]
+    noise = float(v * np.sum(g**2 * h**2))
+    variance = float(g0**2 * v0 + np.sum(g**2 * 2.0 * h * t)) + noise
+    bias = float(np.sum(w * means) - c / a)
+    return AverageError(bias=bias, variance=variance, mse=bias**2 + variance, noise_variance=noise)

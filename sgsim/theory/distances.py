@@ -13,7 +13,7 @@ import numpy as np
 
 from .._validate import finite_array
 
-__all__ = ["sqrtm_psd", "gaussian_w2", "gaussian_kl", "w2_optimal_map"]
+__all__ = ["sqrtm_psd", "gaussian_w2", "gaussian_kl", "w2_optimal_map", "w2_1d"]
 
 # relative tolerances: asymmetry of an input, and negative eigenvalues taken as rounding
 _SYM_RTOL = 1e-10
@@ -177,3 +177,55 @@ def w2_optimal_map(S1, S2) -> np.ndarray:
     root = _from_eig(np.sqrt(np.clip(lam, 0.0, None)), vec)
     t = u1 @ (root / r[..., :, None] / r[..., None, :]) @ u1t
     return _sym(t)
+
+
+def w2_1d(x, density, other) -> float:
+    """``W2`` between a law on the line, given by its density on a grid, and a second law.
+
+    In one dimension the optimal coupling is monotone:
+    ``W2^2 = int_0^1 (F^{-1}(u) - G^{-1}(u))^2 du``. ``F`` is the piecewise-linear CDF of
+    ``density`` on the nodes ``x`` (trapezoidal rule); ``other`` is either a second density on
+    the same nodes or a 1-D array of draws (their empirical quantiles). The integral over ``u``
+    uses 20 000 midpoints (or 20 per draw, if more), so the result carries the grid's error
+    (``O(h)`` in the quantiles) and, for draws, the empirical law's own distance to the law they
+    come from, which is positive and shrinks with the number of draws.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,)
+        Increasing nodes.
+    density : array_like, shape (n,)
+        Nonnegative, positive mass (normalised here).
+    other : array_like
+        Of shape (n,): a second density on the same nodes; of any other 1-D length: draws.
+
+    Returns
+    -------
+    float
+    """
+    x = finite_array("x", x)
+    p = finite_array("density", density)
+    q = finite_array("other", other)
+    if x.ndim != 1 or x.size < 2 or np.any(np.diff(x) <= 0):
+        raise ValueError("x must be an increasing vector of at least 2 nodes")
+    if p.shape != x.shape or np.any(p < 0) or not p.sum() > 0:
+        raise ValueError(f"density must be nonnegative with positive mass on the grid's {x.shape} nodes")
+    if q.ndim != 1 or q.size == 0:
+        raise ValueError("other must be a density on the grid or a vector of draws")
+    n_u = max(20_000, 20 * q.size)
+    u = (np.arange(n_u) + 0.5) / n_u
+
+    def quantiles(dens: np.ndarray) -> np.ndarray:
+        cdf = np.concatenate([[0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(x))])
+        cdf /= cdf[-1]
+        keep = np.concatenate([[True], np.diff(cdf) > 0])  # strictly increasing for the inverse
+        return np.interp(u, cdf[keep], x[keep])
+
+    first = quantiles(p)
+    if q.shape == x.shape:
+        if np.any(q < 0) or not q.sum() > 0:
+            raise ValueError("other, as a density, must be nonnegative with positive mass")
+        second = quantiles(q)
+    else:
+        second = np.sort(q)[np.minimum((u * q.size).astype(np.int64), q.size - 1)]
+    return float(np.sqrt(np.mean((first - second) ** 2)))
