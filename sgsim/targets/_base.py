@@ -25,6 +25,7 @@ __all__ = [
     "FACTORIES",
     "factory",
     "build",
+    "check_block_gradient",
     "check_functions",
     "check_gradient",
     "check_points",
@@ -121,6 +122,16 @@ _UNKNOWN_REACH = 1e3
 
 _NO_WORKSPACE = np.zeros(0, dtype=np.int64)
 _NO_WORKSPACE.flags.writeable = False
+
+# the shipped per-point gradients and their block forms (Target.grad_u_block), filled by the
+# modules that define them: a target that pairs them hashes as before block gradients
+# existed, so that results written then still replay; any other pairing is refused or hashed
+_BLOCK_OF: dict[Callable, Callable] = {}
+
+
+def _ship_block(grad_u: Callable, grad_u_block: Callable) -> None:
+    """Declare ``grad_u_block`` the block form of the shipped ``grad_u``."""
+    _BLOCK_OF[grad_u] = grad_u_block
 
 
 @dataclass(frozen=True, eq=False)
@@ -236,6 +247,20 @@ class Target:
         The names, shapes and transforms of the parameters that ``theta`` holds
         (:class:`sgsim.targets.Parameters`): a run's result then holds each by its name, on
         its constrained scale.
+    grad_u_block : numba-compiled function or None
+        ``grad_u(theta, params, out)`` for ``W`` points at once, written so that a run can
+        advance ``W`` chains together: ``grad_u_block(theta, params, out, scratch)`` with
+        ``theta`` and ``out`` C-contiguous float64 arrays of shape ``(d, W)`` (column ``l``
+        is lane ``l``'s point: coordinates outer, lanes inner), ``scratch`` a float64 array
+        of shape ``(8, W)`` it may overwrite, and the same ``params``. It writes ``grad U``
+        of every column into ``out``, allocates nothing, and keeps the lanes as the
+        innermost, branch-free loop, so that the compiler turns it into SIMD instructions.
+        It gives ``grad_u``'s values to rounding (the shipped ones are tested to 1e-14 of
+        the gradient's scale), at any finite point (unused lanes hold 0). Like ``grad_u``
+        it is the exact gradient: ``stochastic_grad_u`` and ``grad_noise_cov`` apply to it as
+        they do to ``grad_u``. The Gaussian mixtures, the linear-Gaussian targets and the
+        mixture of exponentials set it; None (the default) where there is none, and then
+        the samplers call ``grad_u`` point by point.
     """
 
     name: str
@@ -257,6 +282,7 @@ class Target:
     spec: TargetSpec | None = None
     batched: Batched | None = None
     parameters: Any = None
+    grad_u_block: Callable | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -276,6 +302,26 @@ class Target:
                     attr,
                     f"Target.{attr} must be a compiled function (decorate it with sgsim.jit); "
                     f"got a plain {type(value).__name__}",
+                )
+        block = self.grad_u_block
+        if block is not None:
+            if self.grad_u is None:
+                raise ParameterError(
+                    "grad_u_block", "grad_u_block is the block form of grad_u: a target without grad_u has none"
+                )
+            if not is_compiled(block):
+                raise ParameterTypeError(
+                    "grad_u_block",
+                    "Target.grad_u_block must be a compiled function (decorate it with sgsim.jit); "
+                    f"got a plain {type(block).__name__}",
+                )
+            shipped = [g for g, b in _BLOCK_OF.items() if b is block]
+            if shipped and self.grad_u not in shipped:
+                raise ParameterError(
+                    "grad_u_block",
+                    f"grad_u_block is the block form of {_qualname(shipped[0])}, not of this target's grad_u "
+                    f"({_qualname(self.grad_u)}): a target whose gradient changes must set grad_u_block=None "
+                    "(or its own block form of the new gradient)",
                 )
         if not isinstance(self.params, tuple):
             raise ParameterTypeError("params", f"params must be a tuple, got {type(self.params).__name__}")
@@ -457,6 +503,9 @@ class Target:
 
         for fn in (self.grad_u, self.log_density_fn, self.stochastic_grad_u):
             feed(getattr(getattr(fn, "py_func", fn), "__qualname__", repr(fn)))
+        block = self.grad_u_block
+        if block is not None and (self.grad_u is None or _BLOCK_OF.get(self.grad_u) is not block):
+            feed(("grad_u_block", _qualname(block)))
         if self.batched is not None:
             b = self.batched
             feed((b.backend, b.n_data, b.batch_size, b.replace, b.key))
@@ -537,6 +586,10 @@ _TRUSTED: contextvars.ContextVar[bool] = contextvars.ContextVar("sgsim_trusted_t
 _CHECK_SEED = 20_201  # the points at which a hand-built target's functions are checked
 _CHECK_POINTS = 3
 _CHECK_COORDS = 8
+
+
+def _qualname(fn) -> str:
+    return str(getattr(getattr(fn, "py_func", fn), "__qualname__", repr(fn)))
 
 
 def _typing_error(name: str, signature: str, target: Target, exc: Exception) -> ParameterTypeError:
@@ -650,6 +703,54 @@ def check_gradient(target: Target, points=None, *, coords: int = _CHECK_COORDS, 
                 )
 
 
+def check_block_gradient(target: Target, points=None) -> None:
+    """Check ``target.grad_u_block`` against ``target.grad_u``, column by column.
+
+    The block holds ``points`` (:func:`check_points` by default) and one lane at the
+    origin, as the unused lanes of a run's last block are held. Each column must be written
+    and agree with ``grad_u`` at that point to ``1e-10 (1 + |grad_u|)``: a block form
+    differs from the per-point one by rounding only.
+
+    Raises
+    ------
+    ParameterTypeError
+        When ``grad_u_block(theta, params, out, scratch)`` cannot be called.
+    ParameterError
+        Naming the column's point and the coordinate where they disagree.
+    """
+    block = target.grad_u_block
+    if block is None:
+        return
+    d = target.dim
+    pts = check_points(target) if points is None else np.asarray(points, dtype=np.float64).reshape(-1, d)
+    pts = np.concatenate([pts, np.zeros((1, d))])
+    theta = np.ascontiguousarray(pts.T)
+    out = np.full(theta.shape, np.nan)
+    scratch = np.full((8, theta.shape[1]), np.nan)
+    try:
+        block(theta.copy(), target.params, out, scratch)
+    except Exception as exc:  # a numba typing error, or any error of the user's function
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise ParameterTypeError(
+            "grad_u_block",
+            f"grad_u_block must accept (theta, params, out, scratch) with theta and out float64 arrays of shape "
+            f"({d}, W), scratch of shape (8, W) and this target's params ({len(target.params)} items); calling it "
+            f"failed: {first[:300]}",
+        ) from None
+    expected = target.gradient(pts)
+    for lane, (x, g) in enumerate(zip(pts, expected, strict=True)):
+        tol = 1e-10 * (1.0 + float(np.max(np.abs(g))))
+        bad = np.flatnonzero(~(np.abs(out[:, lane] - g) <= tol))
+        if bad.size:
+            i = int(bad[0])
+            raise ParameterError(
+                "grad_u_block",
+                f"grad_u_block disagrees with grad_u in {_coordinate(target, i)} (coordinate {i}) at theta = "
+                f"{np.array2string(x, precision=4)} (column {lane} of {theta.shape[1]}): {out[i, lane]:.17g} "
+                f"against {g[i]:.17g}. It must write grad U of each column of theta (shape (d, W)) into out",
+            )
+
+
 def check_functions(target: Target) -> None:
     """Check a target's compiled functions against each other; raise naming what is wrong.
 
@@ -664,7 +765,8 @@ def check_functions(target: Target) -> None:
        (:func:`check_gradient`) at the points of :func:`check_points`: in the initial box,
        in a box four times as wide, and at three standard deviations of the target's
        declared spread, where it declares one;
-    4. a ``stochastic_grad_u`` can be called and writes a finite value.
+    4. a ``stochastic_grad_u`` can be called and writes a finite value;
+    5. a ``grad_u_block`` can be called and agrees with ``grad_u`` (:func:`check_block_gradient`).
     """
     if target.grad_u is None or target.log_density_fn is None:
         check_gradient(target)
@@ -699,6 +801,8 @@ def check_functions(target: Target) -> None:
         check_gradient(target, points)
     except ParameterError as exc:
         raise ParameterError("grad_u", str(exc).replace("the gradient", "grad_u")) from None
+    if target.grad_u_block is not None:
+        check_block_gradient(target, points)
     if target.stochastic_grad_u is not None:
         from .. import rng as _rng
 
