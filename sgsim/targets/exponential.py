@@ -19,7 +19,11 @@ import numpy as np
 
 from .._jit import jit
 from .._validate import ParameterError, finite_array, finite_values
-from ._base import Target, factory
+from .._vmath import exp as _vexp
+from ._base import Target, _ship_block, factory
+
+# the block form's floor on the arguments of exp (see exp_mixture_grad_u_block)
+_FLOOR = -600.0
 
 
 @jit
@@ -45,6 +49,50 @@ def exp_mixture_grad_u(y, params, out):
         total += w
         acc += w * lam[j]
     out[0] = ey * acc / total - 1.0
+
+
+@jit
+def exp_mixture_grad_u_block(y, params, out, scratch):
+    """:func:`exp_mixture_grad_u` for ``W`` points at once, the points as the inner loop (compiled).
+
+    ``y`` and ``out`` have shape ``(1, W)``; ``scratch`` (shape ``(8, W)``) holds ``e^y``,
+    each lane's largest exponent and the two running sums. The same stable form as the
+    per-point gradient, with every exponential :func:`sgsim._vmath.exp` (branch-free, so
+    every loop over the lanes compiles to SIMD instructions; within 1 ulp of ``math.exp``).
+    Its arguments are raised to -600 where they are lower (``y`` itself, and each exponent
+    less the lane's largest): ``exp(-600) = 3e-261`` changes no result at double precision
+    (``e^y`` beside 1 in the gradient, a weight beside the largest one), and the arithmetic
+    stays free of subnormal numbers, which cost about a hundred cycles an operation.
+    """
+    log_coef, lam = params
+    n = y.shape[1]
+    ey = scratch[0]
+    best = scratch[1]
+    total = scratch[2]
+    acc = scratch[3]
+    for lane in range(n):
+        ey[lane] = _vexp(max(y[0, lane], _FLOOR))
+        best[lane] = -np.inf
+        total[lane] = 0.0
+        acc[lane] = 0.0
+    for j in range(lam.shape[0]):
+        c = log_coef[j]
+        r = lam[j]
+        for lane in range(n):
+            e = c - r * ey[lane]
+            best[lane] = e if e > best[lane] else best[lane]
+    for j in range(lam.shape[0]):
+        c = log_coef[j]
+        r = lam[j]
+        for lane in range(n):
+            w = _vexp(max(c - r * ey[lane] - best[lane], _FLOOR))
+            total[lane] += w
+            acc[lane] += w * r
+    for lane in range(n):
+        out[0, lane] = ey[lane] * acc[lane] / total[lane] - 1.0
+
+
+_ship_block(exp_mixture_grad_u, exp_mixture_grad_u_block)
 
 
 @jit
@@ -100,6 +148,7 @@ def exponential_mixture(rates=(1.5, 0.5), weights=(1 / 3, 2 / 3)) -> Target:
         name="exponential_mixture",
         dim=1,
         grad_u=exp_mixture_grad_u,
+        grad_u_block=exp_mixture_grad_u_block,
         log_density_fn=exp_mixture_log_density,
         params=(np.log(pi) + np.log(lam), lam),
         grad_noise_cov=np.zeros((1, 1)),

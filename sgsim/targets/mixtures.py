@@ -12,6 +12,11 @@ component. The exponents are evaluated in the expanded form
 *weights* by a relative ``~ 1e-16 |x|^2 / s^2`` (1e-12 on the 25-Gaussian box) while the
 gradient keeps the exact differences ``x - mu_j``. Two-dimensional mixtures get
 :func:`mixture_grad_u_2d`, the same arithmetic in the same order written for ``d = 2``.
+
+For a run that advances many chains together, :func:`mixture_grad_u_block` (and
+:func:`mixture_grad_u_block_2d`) compute the gradient at ``W`` points at once, the points as
+the inner loop: the same exponents in the same order, every component summed (no skipping,
+so no branch), each exponential a branch-free one that the compiler vectorises.
 """
 
 from __future__ import annotations
@@ -22,9 +27,14 @@ import numpy as np
 
 from .._jit import jit
 from .._validate import ParameterError, finite_array, finite_values
-from ._base import Target, factory
+from .._vmath import exp as _vexp
+from ._base import Target, _ship_block, factory
 
 _SKIP = -40.0
+# the block form's floor on an exponent less the lane's largest: exp(-600) = 3e-261 changes no
+# sum (exp(-40) already does not), and it keeps every weight, and every product of one with a
+# coordinate, a normal double; a subnormal one costs about a hundred cycles an operation
+_FLOOR = -600.0
 
 
 @jit(inline=True)
@@ -126,6 +136,140 @@ def mixture_grad_u_2d(x, params, out):
 
 
 @jit
+def mixture_grad_u_block(theta, params, out, scratch):
+    """:func:`mixture_grad_u` for ``W`` points at once, the points as the inner loop (compiled).
+
+    Parameters
+    ----------
+    theta : ndarray, shape (d, W)
+        Column ``l`` is lane ``l``'s point (C-contiguous float64).
+    params : tuple
+        The mixture's ``(means, lin, const, half_prec)``, as for :func:`mixture_grad_u`.
+    out : ndarray, shape (d, W)
+        Receives ``grad U`` of each column; it holds the running sums meanwhile.
+    scratch : ndarray, shape (8, W)
+        Working rows (the first four are used).
+
+    Notes
+    -----
+    The same stable form as the per-point gradient: each lane's exponents
+    ``e_j = const_j + lin_j . x - half_prec_j |x|^2``, the same operations in the same order,
+    less the lane's largest one, so that the largest weight is 1. Every component is summed,
+    none skipped: a component below ``exp(-40)`` of the largest changes the sum by less than
+    its rounding (which is why the per-point form may skip it), and summing it costs less
+    than a branch that stops the loop from vectorising. For the same reason an exponent is
+    raised to -600 below the largest where it is further down: the weight ``exp(-600)``
+    changes nothing, and it keeps the arithmetic free of subnormal numbers, which cost the
+    processor about a hundred cycles an operation. The exponential is
+    :func:`sgsim._vmath.exp`, written as branch-free arithmetic, so every loop over the lanes
+    compiles to SIMD instructions.
+    """
+    means, lin, const, half_prec = params
+    d = theta.shape[0]
+    n = theta.shape[1]
+    sq = scratch[0]
+    best = scratch[1]
+    e = scratch[2]
+    total = scratch[3]
+    for lane in range(n):
+        sq[lane] = 0.0
+    for i in range(d):
+        for lane in range(n):
+            sq[lane] += theta[i, lane] * theta[i, lane]
+    for lane in range(n):
+        best[lane] = -np.inf
+    for j in range(const.shape[0]):
+        c0 = const[j]
+        h = half_prec[j]
+        for lane in range(n):
+            e[lane] = c0 - h * sq[lane]
+        for i in range(d):
+            a = lin[j, i]
+            for lane in range(n):
+                e[lane] += a * theta[i, lane]
+        for lane in range(n):
+            best[lane] = e[lane] if e[lane] > best[lane] else best[lane]
+    for lane in range(n):
+        total[lane] = 0.0
+    for i in range(d):
+        for lane in range(n):
+            out[i, lane] = 0.0
+    for j in range(const.shape[0]):
+        c0 = const[j]
+        h = half_prec[j]
+        for lane in range(n):
+            e[lane] = c0 - h * sq[lane]
+        for i in range(d):
+            a = lin[j, i]
+            for lane in range(n):
+                e[lane] += a * theta[i, lane]
+        for lane in range(n):
+            w = _vexp(max(e[lane] - best[lane], _FLOOR))
+            total[lane] += w
+            e[lane] = w * 2.0 * h
+        for i in range(d):
+            mu = means[j, i]
+            for lane in range(n):
+                out[i, lane] += e[lane] * (theta[i, lane] - mu)
+    for i in range(d):
+        for lane in range(n):
+            out[i, lane] /= total[lane]
+
+
+@jit
+def mixture_grad_u_block_2d(theta, params, out, scratch):
+    """:func:`mixture_grad_u_block` for ``d = 2``, the same arithmetic in the same order.
+
+    Each loop over the lanes does a component's whole work (its exponent, and then its
+    weight and both coordinates' terms), where the general form makes one pass over the
+    lanes per coordinate: half the loads and stores, about twice as fast.
+    """
+    means, lin, const, half_prec = params
+    n = theta.shape[1]
+    x0 = theta[0]
+    x1 = theta[1]
+    g0 = out[0]
+    g1 = out[1]
+    sq = scratch[0]
+    best = scratch[1]
+    total = scratch[3]
+    for lane in range(n):
+        sq[lane] = x0[lane] * x0[lane] + x1[lane] * x1[lane]
+        best[lane] = -np.inf
+        total[lane] = 0.0
+        g0[lane] = 0.0
+        g1[lane] = 0.0
+    for j in range(const.shape[0]):
+        c0 = const[j]
+        h = half_prec[j]
+        a0 = lin[j, 0]
+        a1 = lin[j, 1]
+        for lane in range(n):
+            e = c0 - h * sq[lane] + a0 * x0[lane] + a1 * x1[lane]
+            best[lane] = e if e > best[lane] else best[lane]
+    for j in range(const.shape[0]):
+        c0 = const[j]
+        h = half_prec[j]
+        a0 = lin[j, 0]
+        a1 = lin[j, 1]
+        m0 = means[j, 0]
+        m1 = means[j, 1]
+        for lane in range(n):
+            w = _vexp(max((c0 - h * sq[lane] + a0 * x0[lane] + a1 * x1[lane]) - best[lane], _FLOOR))
+            total[lane] += w
+            c = w * 2.0 * h
+            g0[lane] += c * (x0[lane] - m0)
+            g1[lane] += c * (x1[lane] - m1)
+    for lane in range(n):
+        g0[lane] /= total[lane]
+        g1[lane] /= total[lane]
+
+
+_ship_block(mixture_grad_u, mixture_grad_u_block)
+_ship_block(mixture_grad_u_2d, mixture_grad_u_block_2d)
+
+
+@jit
 def mixture_log_density(x, params):
     """Normalised log density of an isotropic Gaussian mixture (compiled)."""
     _, lin, const, half_prec = params
@@ -209,6 +353,7 @@ def gaussian_mixture(means, variance, weights=None, *, name="gaussian_mixture", 
         name=name,
         dim=d,
         grad_u=mixture_grad_u_2d if d == 2 else mixture_grad_u,
+        grad_u_block=mixture_grad_u_block_2d if d == 2 else mixture_grad_u_block,
         log_density_fn=mixture_log_density,
         params=params,
         grad_noise_cov=np.zeros((d, d)),
