@@ -57,7 +57,6 @@ _TWO52_BITS = _u(0x4330000000000000)
 _TWO52 = 4503599627370496.0
 _TWO_M53 = 1.1102230246251565e-16  # 2^-53
 _TWO_PI = 6.283185307179586
-_BLOCK = 2  # normals per Philox block in double precision
 
 
 def key(seed: int) -> tuple[int, int]:
@@ -185,6 +184,13 @@ def _normal_pair(b, c0, c1, k0, k1):
     return r * c, r * s
 
 
+@jit(inline=True)
+def _store_pair(out, at, b, c0, c1, k0, k1):
+    z0, z1 = _normal_pair(b, c0, c1, k0, k1)
+    out[at] = z0
+    out[at + 1] = z1
+
+
 @jit
 def fill_normals(row, t0, out):
     """Write normals ``t0 .. t0 + len(out) - 1`` of the stream ``row`` into ``out``.
@@ -213,10 +219,8 @@ def fill_normals(row, t0, out):
         i = 1
         b += _S1
     m = (n - i) // 2
-    for j in range(m):
-        z0, z1 = _normal_pair(b + _u(j), c0, c1, k0, k1)
-        out[i + 2 * j] = z0
-        out[i + 2 * j + 1] = z1
+    for j in range(m):  # the vector loop: LLVM computes eight blocks at once
+        _store_pair(out, i + 2 * j, b + _u(j), c0, c1, k0, k1)
     if i + 2 * m < n:  # the first normal of one more block
         out[n - 1] = _normal_pair(b + _u(m), c0, c1, k0, k1)[0]
 
