@@ -205,9 +205,11 @@ def to_inference_data(out: RunOutput):
 # each layout is built once, as a template holding no data (zero-strided arrays), and a result is
 # the template's shallow copy with the run's arrays put in: the same Dataset, built by xarray's
 # own constructor, in a fraction of the time. The templates share only immutable indexes with
-# the results made from them.
+# the results made from them. A layout whose coordinates are long (many draws) is not kept: its
+# indexes would hold memory after the result is gone, and its run dwarfs the constructor's cost.
 _TEMPLATES: OrderedDict = OrderedDict()
 _TEMPLATES_MAX = 64
+_TEMPLATE_MAX_COORDS = 1 << 16
 _TEMPLATES_LOCK = threading.Lock()
 
 
@@ -234,10 +236,11 @@ def _dataset(data: dict[str, tuple], coords: dict[str, tuple[int, int]], attrs: 
         }
         ranges = {name: np.arange(first, first + n) for name, (first, n) in coords.items()}
         template = xr.Dataset(empty, coords=ranges)
-        with _TEMPLATES_LOCK:
-            _TEMPLATES[key] = template
-            while len(_TEMPLATES) > _TEMPLATES_MAX:
-                _TEMPLATES.popitem(last=False)
+        if sum(n for _, n in coords.values()) <= _TEMPLATE_MAX_COORDS:
+            with _TEMPLATES_LOCK:
+                _TEMPLATES[key] = template
+                while len(_TEMPLATES) > _TEMPLATES_MAX:
+                    _TEMPLATES.popitem(last=False)
     ds = template.copy(deep=False, data={name: arr for name, (_, arr) in arrays.items()})
     ds.attrs = attrs
     return ds

@@ -164,6 +164,13 @@ def test_templates_hold_no_run_data_and_results_are_independent():
     for n in range(results._TEMPLATES_MAX + 5):
         to_inference_data(_output("draws", rng, n_draws=n + 1))
     assert len(results._TEMPLATES) == results._TEMPLATES_MAX
+    # a layout of many draws is built all the same, and not kept
+    results._TEMPLATES.clear()
+    many = _output("draws", rng, n_chains=1, n_draws=results._TEMPLATE_MAX_COORDS + 1)
+    idata = to_inference_data(many)
+    assert _bare(idata.posterior).identical(_direct(many)["posterior"])
+    assert all(n <= results._TEMPLATE_MAX_COORDS for key in results._TEMPLATES for _, (_, n) in key[1])
+    assert not any(dict(key[1]).get("draw") for key in results._TEMPLATES)
 
 
 def test_index_origin_is_followed():
