@@ -28,6 +28,8 @@ EXAMPLES = {
     "sgsim.io": ["write_result", "read_result"],
     "sgsim.theory.ou": ["sgd_cov"],
     "sgsim.theory.kl": ["optimal_lr"],
+    "sgsim.theory.iasg": ["relative_error", "feasibility"],
+    "sgsim.theory.momentum": ["momentum_autocorrelation_times"],
     "sgsim.theory.fokker_planck": ["stationarity_residual"],
     "sgsim.theory.exact_law": ["sgld_law", "stationary_covariance"],
     "sgsim.sweep": ["grid", "run_sweep"],
