@@ -98,3 +98,29 @@ def test_script_writes_its_figures_and_section(tmp_path):
     assert all((tmp_path / n).stat().st_size > 10_000 for n in section.figures)
     assert "| quantity |" in section.markdown and "NUTS" in section.markdown
     assert all(f"![Figure {k}]({n})" in section.markdown for k, n in zip((3, 4, 5), section.figures, strict=True))
+
+
+def test_measured_iasg_rates_meet_the_section_6_2_predictions():
+    # N = 400, S = 2, T = N / S, epsilon N / S = 3 (the paper's Figure 4 value): R independent chains,
+    # M consecutive windows each after ten relaxation times. err: per-run mean of squared deviations
+    # from theta* (the exact stationary mean) over the posterior variance, minus 1; SE = sd over runs
+    # / sqrt(R). rate: posterior variance / (Var(run average) x gradient evaluations), Var from the
+    # mean over runs of squared run averages, delta-method SE. Both against the exact discrete values.
+    target, X, _ = ia.synthetic_regression(0, 2, n_data=400, dim=3)
+    m = ia.model(target, X)
+    window, lr, runs, n_win = 200, 3 * 2 / 400, 2_000, 4
+    warm = int(10 / (lr * np.linalg.eigvalsh(m.a)[0]))
+    r = sample(target, "iasg", warm + n_win * window, step_size=lr, window=window, warmup=warm, n_chains=runs,
+               seed=5, init=target.mean)  # fmt: skip
+    rates = ia.iasg_rates(m, lr, window, r.posterior["theta"].values, np.asarray(target.mean))
+    assert rates.feasibility.feasible and rates.feasibility.stable and not rates.feasibility.accurate
+    assert rates.err_eq34[0] == pytest.approx(np.expm1(-3 * rates.lam[0]) / (3 * rates.lam[0]))
+    assert_within_se(rates.err_measured, rates.err_exact, rates.err_se, z=5.0, what="window means' relative error")
+    assert_within_se(rates.rate_measured, rates.rate_exact, rates.rate_se, z=5.0, what="posterior draws per gradient")
+    # negative controls: the window means are not posterior draws (err = 0), and they are not
+    # independent (one draw of variance D per window would give posterior / (D T S))
+    with pytest.raises(AssertionError):
+        assert_within_se(rates.err_measured, 0.0, rates.err_se, z=5.0, what="posterior draws")
+    naive = 1.0 / ((1.0 + rates.err_exact) * m.n_data)
+    with pytest.raises(AssertionError):
+        assert_within_se(rates.rate_measured, naive, rates.rate_se, z=5.0, what="independent window means")

@@ -37,6 +37,15 @@ are independent of the past, so ``E[z' | z] = (I - epsilon A) z`` and, at statio
 assumption drops), solved as a linear system in ``P``; the lag covariances are ``F^k P``, so
 the window means' covariance is :func:`sgsim.theory.time_average_cov` of ``(F, P, T)``. SGLD is
 the same map with step ``alpha N`` and injected covariance ``2 alpha I``.
+
+**§6.2's analysis beside the measurements** (:func:`iasg_rates`, ``Convergence.rates``): for
+each IASG rate, the feasibility check of :func:`sgsim.theory.iasg.feasibility` (accuracy
+``epsilon / S > c / (N lambda_min)`` for a 10% tolerance, stability ``epsilon < 2 / lambda_max``,
+and ``N / S > (c / 2) lambda_max / lambda_min``), and two rates along each eigenvector of ``A``,
+predicted (eq. 34's ``e(x)`` and the paper's ``1 / N``; the exact discrete values of this model)
+and measured from the runs with standard errors over runs: the relative error of the window
+means' variance against the posterior's, and the number of effectively independent posterior
+draws per gradient evaluation that a run's overall average is worth.
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ import numpy as np
 from .. import schedules, targets
 from ..sampling import sample
 from ..targets.regression import minibatch_gradient_covariance, noise_factor, per_example_gradients
-from ..theory import ou, time_average_cov
+from ..theory import iasg, ou, time_average_cov
 
 __all__ = [
     "N_DATA",
@@ -65,6 +74,8 @@ __all__ = [
     "sampling_error",
     "Covariances",
     "covariances",
+    "Rates",
+    "iasg_rates",
     "Convergence",
     "convergence",
 ]
@@ -249,6 +260,82 @@ def covariances(
 
 
 @dataclass
+class Rates:
+    """§6.2's predictions for one IASG rate beside what its runs measure (module notes).
+
+    Arrays are along the eigenvectors of ``A`` (eigenvalues ``lam``, ascending).
+
+    Attributes
+    ----------
+    feasibility : Feasibility
+        :func:`sgsim.theory.iasg.feasibility` at this rate (10% tolerance).
+    lam : ndarray
+    err_eq34, err_exact, err_measured, err_se : ndarray
+        Relative error of the window means' variance against the posterior's: eq. 34's
+        ``e(epsilon N lambda / S)`` (OU, ``A = C``), the exact discrete value of this model, and
+        the runs' (squared deviations from the known stationary mean ``theta*``), with its
+        standard error over runs.
+    rate_paper : float
+        ``1 / N``: one independent posterior draw per ``N`` gradient evaluations (§6.2).
+    rate_long_run, rate_exact, rate_measured, rate_se : ndarray
+        Effectively independent posterior draws per gradient evaluation of a run's overall
+        average: ``posterior variance / (Var(run average) x gradient evaluations)``, in the
+        long-run OU limit of this model's ``A``, ``C``
+        (:func:`sgsim.theory.iasg.posterior_samples_per_gradient`), exactly for the runs' length,
+        and measured over runs (delta-method standard error).
+    n_runs, n_windows : int
+    """
+
+    feasibility: iasg.Feasibility
+    lam: np.ndarray
+    err_eq34: np.ndarray
+    err_exact: np.ndarray
+    err_measured: np.ndarray
+    err_se: np.ndarray
+    rate_paper: float
+    rate_long_run: np.ndarray
+    rate_exact: np.ndarray
+    rate_measured: np.ndarray
+    rate_se: np.ndarray
+    n_runs: int
+    n_windows: int
+
+
+def iasg_rates(m: Model, lr: float, window: int, means: np.ndarray, center: np.ndarray) -> Rates:
+    """:class:`Rates` of IASG at rate ``lr`` from ``means``, shape ``(runs, windows, d)``: stationary
+    consecutive window means of ``window`` steps, independent across runs; ``center`` is ``theta*``.
+    """
+    runs, n_win, d = means.shape
+    lam, u = np.linalg.eigh(m.a)
+    post = 1.0 / (m.n_data * lam)  # (N A)^{-1} along its eigenvectors
+    proj = (means - center) @ u  # (runs, windows, d)
+    per_run = np.mean(proj**2, axis=1) / post - 1.0
+    w = np.mean(proj, axis=1) ** 2
+    grads = n_win * window * m.batch_size
+    v_meas = w.mean(axis=0)
+    rate_meas = post / (v_meas * grads)
+    F = np.eye(d) - lr * m.a
+    p = stationary_cov(m, lr)
+    d_exact = time_average_cov(F, p, window)
+    v_exact = time_average_cov(F, p, n_win * window)
+    return Rates(
+        feasibility=iasg.feasibility(m.a, m.n_data, m.batch_size, lr, tolerance=0.1),
+        lam=lam,
+        err_eq34=iasg.window_errors(m.a, lr, m.n_data, m.batch_size)[1],
+        err_exact=np.einsum("ik,ij,jk->k", u, d_exact, u) / post - 1.0,
+        err_measured=per_run.mean(axis=0),
+        err_se=per_run.std(axis=0, ddof=1) / np.sqrt(runs),
+        rate_paper=1.0 / m.n_data,
+        rate_long_run=iasg.posterior_samples_per_gradient(m.a, m.f * m.c, m.n_data)[1],
+        rate_exact=post / (np.einsum("ik,ij,jk->k", u, v_exact, u) * grads),
+        rate_measured=rate_meas,
+        rate_se=rate_meas * w.std(axis=0, ddof=1) / np.sqrt(runs) / v_meas,
+        n_runs=runs,
+        n_windows=n_win,
+    )
+
+
+@dataclass
 class Convergence:
     """Figures 4-5: running marginal-variance estimates per method and initialisation.
 
@@ -258,7 +345,8 @@ class Convergence:
     each run's covariance estimate at the end; ``predicted[method]`` the exact stationary
     covariance of the draws where the rate is constant (None for the decreasing rate, whose
     entry in ``rate_note`` says what the last rate's stationary law is); ``truth`` the
-    posterior covariance.
+    posterior covariance; ``rates[(method, init)]`` §6.2's predictions and their measured
+    values for each IASG method (:class:`Rates`).
     """
 
     passes: np.ndarray
@@ -269,6 +357,7 @@ class Convergence:
     final_cov: dict = field(default_factory=dict)
     predicted: dict = field(default_factory=dict)
     rate_note: dict = field(default_factory=dict)
+    rates: dict = field(default_factory=dict)
     truth: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
     batch_size: int = 10
     burn_in: int = 0
@@ -372,6 +461,8 @@ def convergence(
                 r = sample(target, "sgld", schedule=sched, thin=thin, **common)
                 per, skip = draws_per_pass, burn_in * draws_per_pass
             draws = r.posterior["theta"].values
+            if kind == "iasg" and draws.shape[1] - skip >= 2:
+                out.rates[(label, init_name)] = iasg_rates(m, rate, per_pass, draws[:, skip:], np.asarray(target.mean))
             lo, hi = _running_var(draws, per, skip)
             out.min_var[(label, init_name)], out.max_var[(label, init_name)] = lo, hi
             kept = draws[:, skip:] - draws[:, skip:].mean(axis=1, keepdims=True)
