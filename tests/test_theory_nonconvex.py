@@ -18,8 +18,6 @@ from sgsim.theory import (
     derived_prefactor,
     fokker_planck,
     gaussian_average_error,
-    harmonic_weight_moments,
-    harmonic_weight_variance,
     kappa0_gaussian,
     langevin_law,
     linear_gaussian_constants,
@@ -30,6 +28,7 @@ from sgsim.theory import (
     weak_error_terms,
 )
 from sgsim.theory import nonconvex as nc
+from sgsim.theory.cycle_weights import harmonic_weight_moments, harmonic_weight_variance
 
 CENTRES = np.array([-4.0, -2.0, 0.0, 2.0, 4.0])  # the 25-Gaussian mixture is this grid squared
 S_MIX = 0.03

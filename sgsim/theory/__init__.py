@@ -24,7 +24,6 @@ from .convergence import (
     theorem1_terms,
     weak_error_terms,
 )
-from .cycle_weights import harmonic_weight_moments, harmonic_weight_variance
 from .distances import gaussian_kl, gaussian_w2, sqrtm_psd, w2_1d, w2_optimal_map
 from .exact_law import (
     GaussianPath,
@@ -39,7 +38,6 @@ from .exact_law import (
     stationary_covariance,
     time_average_cov,
 )
-from .nonconvex import grid_mixture_constants, muckenhoupt_poincare_1d, poincare_c3_c4, spectral_gap_1d
 from .stationary import sghmc_scalar_stationary, sgld_scalar_stationary
 
 __all__ = [
@@ -87,10 +85,4 @@ __all__ = [
     "StepRestrictionWarning",
     "step_limit",
     "derived_prefactor",
-    "grid_mixture_constants",
-    "muckenhoupt_poincare_1d",
-    "poincare_c3_c4",
-    "spectral_gap_1d",
-    "harmonic_weight_moments",
-    "harmonic_weight_variance",
 ]

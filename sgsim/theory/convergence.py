@@ -27,9 +27,12 @@ Errata carried here (:ref:`theory-errata`):
 
 - The schedule sums (above; :ref:`erratum-step-sums`).
 - The prefactor (:ref:`erratum-bound-prefactor`) is ``(6 + C2 K alpha_0 / 2)^(1/2)`` in the main text and
-  ``(12 + C2 sum alpha)^(1/2)`` in Appendix C.1; Raginsky et al. (as recalled) carry a
-  factor 8 on the time term. Both are parameters here: ``c_p`` (default 12, the appendix)
-  and ``time_factor`` (default 1, the paper's ``C2 t``; 8 for Raginsky et al.'s form).
+  ``(12 + C2 sum alpha)^(1/2)`` in Appendix C.1; Raginsky et al. carry a factor 8 on the time
+  term. Both are parameters here: ``c_p`` (default 12, the appendix) and ``time_factor``
+  (default 1, the paper's ``C2 t``; 8 for Raginsky et al.'s form). The form its sources
+  support, ``(6/lambda + 4 kappa0 + 8 (b + d) t)^(1/2)``, is derived in :func:`derived_prefactor`.
+- The step restriction ``alpha_k <= min(1, m_U / (4 L_U^2))`` is derived in :func:`step_limit`
+  and checked by the bound functions (:ref:`theory-derived-constants`).
 - The main text's SGLD bound (:ref:`erratum-sgld-bound`) lacks ``C2`` and prints ``pi^2 / 16`` where the appendix
   has ``pi^2 / 12 = (pi^2 / 6) / 2``; the appendix form is implemented (the main text's
   prefactor is ``c_p = 6, time_factor = 1 / C2``).
