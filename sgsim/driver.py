@@ -52,11 +52,20 @@ import numpy as np
 from . import rng as _rng
 from . import targets as _targets
 from ._jit import jit
-from ._validate import ParameterError, ParameterTypeError, boolean, integer, positive_float
+from ._validate import ParameterError, ParameterTypeError, boolean, choice, integer, positive_float
 from .integrators import INTERACTING, get_method
 from .integrators._base import Method, unknown_options
-from .integrators._kernel_cache import cached_chain_loop, cached_ensemble_loop, cached_vector_step
-from .integrators._loop import MOMENTS, NOTHING, chain_loop, draw_batch, ensemble_loop, stay, vector_step
+from .integrators._kernel_cache import cached_chain_loop, cached_ensemble_loop, cached_lane_loop, cached_vector_step
+from .integrators._loop import (
+    MOMENTS,
+    NOTHING,
+    chain_loop,
+    draw_batch,
+    ensemble_loop,
+    lane_loop,
+    stay,
+    vector_step,
+)
 from .integrators._noise import NoiseBasis, noise_basis, noise_factors
 from .results import STORAGE_MODES
 from .schedules import Schedule, ScheduleBlock
@@ -93,6 +102,9 @@ class Run:
     given_target : Target or None
         The target as the caller gave it, where the algorithm's ``gradient`` replaced it by
         ``target`` (its gradient estimator); results record this one.
+    stream : str
+        The random streams' scheme: ``"philox"`` (counter-based, :mod:`sgsim.philox`) or
+        ``"pcg64"`` (:mod:`sgsim.rng`); see :func:`stream_scheme`.
     """
 
     target: _targets.Target
@@ -107,6 +119,7 @@ class Run:
     basis: NoiseBasis
     divergence_bound: float | None = None
     given_target: _targets.Target | None = None
+    stream: str = "pcg64"
 
     @property
     def interacting(self) -> bool:
@@ -429,6 +442,58 @@ def _numba_threads(n: int):
         numba.set_num_threads(before)
 
 
+def _n_chunks(workers: int, n_rep: int) -> int:
+    # several chunks per thread balance uneven chains; a handful of chains gets one chunk per thread
+    return 1 if workers == 1 else (workers if n_rep <= 4 * workers else 4 * workers)
+
+
+def _use_lanes(run: Run) -> bool:
+    """Whether the chains run in the lane loop: Philox streams, and a target with a block gradient and
+    no minibatch draws. Then every chain does, however many run: a block gradient gives each lane the
+    same bits whatever the lanes beside it, so chain ``c``'s draws do not depend on the number of
+    chains or threads.
+    """
+    target = run.target
+    return (
+        run.stream == "philox"
+        and not run.interacting
+        and target.grad_u_block is not None
+        and target.stochastic_grad_u is None
+    )
+
+
+def stream_scheme(run: Run, stream, backend: str = "cpu") -> str:
+    """The streams a run draws from: ``stream`` checked against the run, or the default for it.
+
+    ``"philox"`` (the default wherever it applies): counter-based Philox4x32-10 streams
+    (:mod:`sgsim.philox`), the GPU path's, so that a CPU run and a GPU run of one seed draw the
+    same normals chain by chain; it applies to independent chains whose target draws no random
+    numbers of its own (no minibatches, no emulated gradient noise). ``"pcg64"``: the PCG64
+    streams of :mod:`sgsim.rng` (every run before the counter-based streams; interacting
+    ensembles and targets with stochastic gradients always).
+    """
+    target = run.target
+    stochastic = target.stochastic_grad_u is not None or (target.batched is not None and target.batched.stochastic)
+    philox_ok = not run.interacting and not stochastic
+    if stream is None:
+        return "philox" if philox_ok or backend != "cpu" else "pcg64"
+    stream = choice("stream", stream, ("philox", "pcg64"))
+    if backend != "cpu" and stream != "philox":
+        raise ParameterError(
+            "stream", f"backend {backend!r} draws from Philox streams: stream must be 'philox' or None"
+        )
+    if stream == "philox" and not philox_ok and backend == "cpu":
+        why = (
+            "moves interacting ensembles" if run.interacting else "has a stochastic gradient that draws from the stream"
+        )
+        raise ParameterError(
+            "stream",
+            f"stream='philox' applies to independent chains on targets that draw nothing; this run {why}: "
+            "use stream='pcg64' or None",
+        )
+    return stream
+
+
 def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress, injected=None, k_range=None):
     """Advance every replica over the schedule (or ``k_range``) in place.
 
@@ -440,6 +505,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         _execute_batched(run, buf, keeper, progress, injected, k_range)
         return
     n_rep = buf.state.shape[0]
+    lanes = False
     k_start, k_stop = (0, run.schedule.n_steps) if k_range is None else k_range
     d = target.dim
     consts = alg.constants_for(run.options)
@@ -460,14 +526,25 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         # from numba's disk cache where the gradient can be compiled in (a second process then
         # starts sampling at once), else compiled in memory with the gradient as an argument
         kept_row = alg.kept_row
-        cached = cached_chain_loop(
-            move or stay, update, target.grad_u, target.stochastic_grad_u, kept_row, type(consts)
-        )
-        loop = chain_loop(move, update, kept_row) if cached is None else cached
+        philox = run.stream == "philox"
         workers = min(n_threads, n_rep)
-    # several chunks per thread balance uneven chains; a handful of chains gets one chunk per thread
-    gradients = (target.grad_u, target.stochastic_grad_u) if cached is None else (None, None)
-    n_chunks = 1 if workers == 1 else (workers if n_rep <= 4 * workers else 4 * workers)
+        lanes = _use_lanes(run)
+        if lanes:
+            cached = cached_lane_loop(move or stay, update, target.grad_u_block, kept_row, type(consts))
+            loop = lane_loop(move or stay, update, kept_row) if cached is None else cached
+        else:
+            cached = cached_chain_loop(
+                move or stay, update, target.grad_u, target.stochastic_grad_u, kept_row, type(consts), philox
+            )
+            loop = chain_loop(move, update, kept_row, philox) if cached is None else cached
+    # the in-memory loops take the gradients as arguments; the cached ones have them compiled in
+    if cached is not None:
+        gradients: tuple = (None, None)
+    elif not run.interacting and lanes:
+        gradients = (target.grad_u, target.grad_u_block)
+    else:
+        gradients = (target.grad_u, target.stochastic_grad_u)
+    n_chunks = _n_chunks(workers, n_rep)
     bounds = np.linspace(0, n_rep, n_chunks + 1).astype(int)
     chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
     pair_shape = tuple(int(v) for v in alg.pair_shape(run.n_particles or 1, run.options)) if run.interacting else (0, 0)
@@ -597,8 +674,9 @@ def _execute_batched(run: Run, buf: _Buffers, keeper: _Keeper, progress, injecte
         _execute_batched_ensembles(run, buf, inputs, len(starts), progress, consts, bound)
         return
     move, update = alg.step if isinstance(alg.step, tuple) else (None, alg.step)
-    step = cached_vector_step(move or stay, update, alg.kept_row, type(consts)) or vector_step(
-        move or stay, update, alg.kept_row
+    philox = run.stream == "philox"
+    step = cached_vector_step(move or stay, update, alg.kept_row, type(consts), philox) or vector_step(
+        move or stay, update, alg.kept_row, philox
     )
     points = np.empty((n_rep, d))
     batch = np.zeros((n_rep, n), np.int64)

@@ -9,6 +9,7 @@ Every result records its :class:`~sgsim.spec.RunSpec`; :func:`replay` reruns it.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
 import warnings
@@ -16,11 +17,22 @@ import warnings
 import numba
 import numpy as np
 
+from . import philox
 from . import rng as _rng
 from . import spec as _spec
 from . import targets as _targets
 from ._validate import ParameterError, ParameterTypeError, boolean, finite_array, integer
-from .driver import PARALLEL_PARTICLES, Run, _allocate, _check_memory, _Keeper, execute, prepare, run_chain
+from .driver import (
+    PARALLEL_PARTICLES,
+    Run,
+    _allocate,
+    _check_memory,
+    _Keeper,
+    execute,
+    prepare,
+    run_chain,
+    stream_scheme,
+)
 from .integrators import METHODS
 from .integrators import ORIGINS as METHOD_ORIGINS
 from .results import RunOutput, to_inference_data
@@ -92,6 +104,7 @@ def sample(
     backend="cpu",
     precision=None,
     check_gradient=0,
+    stream=None,
     **options,
 ):
     """Run ``n_chains`` replicas of ``method`` on ``target``.
@@ -115,7 +128,7 @@ def sample(
     seed : int or None
         Non-negative seed; ``None`` draws fresh entropy. The seed used is recorded in
         ``result.attrs["seed"]``. Chain ``c`` gives the same bits whatever ``n_chains`` and
-        ``n_threads`` are (see ``sgsim.rng``).
+        ``n_threads`` are (see ``stream``).
     init : array_like, optional
         Initial positions: shape ``(d,)`` or ``(n_chains, d)`` for chains, ``(n_particles, d)``
         or ``(n_chains, n_particles, d)`` for ensembles; finite. By default each chain (or
@@ -170,6 +183,16 @@ def sample(
     precision : {"float32", "float64"}, optional
         The GPU path's floating-point type: ``"float32"`` by default (the hardware's fast
         path), or ``"float64"``. The CPU path runs in ``"float64"`` only.
+    stream : {"philox", "pcg64"}, optional
+        Where the steps' normals come from. ``"philox"``, the default wherever it applies:
+        counter-based Philox4x32-10 streams (:mod:`sgsim.philox`), normal ``k d + i`` of chain
+        ``c`` a fixed function of ``(seed, c, k d + i)``, the same on the CPU and the GPU path
+        (in float64, to the last bits of the logarithm and sine). ``"pcg64"``: a PCG64 stream
+        per chain with NumPy's ziggurat (:mod:`sgsim.rng`), what every run used before, what
+        interacting ensembles and targets that draw minibatches or gradient noise use (the
+        default for them), and what a result file without a recorded scheme replays with.
+        Initial points are drawn from PCG64 streams under either. Recorded in
+        ``result.attrs["stream"]``.
     **options
         Method options: ``step_size`` (``alpha`` or ``alpha_0``), ``temperature``; cyclical
         methods: ``n_cycles``, ``explore_fraction``, ``skip_per_cycle``; SGHMC: ``friction``
@@ -229,6 +252,7 @@ def sample(
     )
     n_chains = integer("n_chains", n_chains, low=1)
     backend, precision = _check_backend(run, backend, precision)
+    run = dataclasses.replace(run, stream=stream_scheme(run, stream, backend))
     executor = None
     if backend != "cpu":
         from .gpu import runner
@@ -283,6 +307,8 @@ def sample(
         rngs = np.zeros((n_chains, 0), np.uint64)
     elif run.interacting:
         rngs = _rng.particle_states(seed, n_chains, run.n_particles or 1)
+    elif run.stream == "philox":
+        rngs = philox.states(seed, np.arange(n_chains))
     else:
         rngs = _rng.chain_states(seed, n_chains)
     _check_memory(run, n_chains, n_threads)
@@ -446,6 +472,7 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
         divergence_bound=run.divergence_bound,
         backend=backend,
         precision=precision,
+        stream=run.stream,
     )
     text, arrays = _spec.encode(spec)
     attrs = {
@@ -460,12 +487,13 @@ def _result(run, buf, keeper, seed, n_chains, theta0, failed, elapsed, log_densi
         "storage": run.storage,
         "coupling": alg.coupling,
         "divergence_bound": "none" if run.divergence_bound is None else run.divergence_bound,
+        "stream": run.stream,
         "rng": (
             "PCG64 per chain from SeedSequence(seed, spawn_key=(chain, 0)); per particle (chain, 0, particle); "
             "NumPy's ziggurat normals"
-            if backend == "cpu"
+            if run.stream == "pcg64"
             else "Philox4x32-10 per chain, counter (normal block, chain), key from SeedSequence(seed); Box-Muller "
-            "normals; initial points as on the CPU"
+            "normals; initial points from PCG64 streams SeedSequence(seed, spawn_key=(chain, 1))"
         ),
         "backend": backend,
         "precision": precision,
@@ -645,6 +673,8 @@ def replay(source, *, target=None, allow=(), n_threads=None, progress=False):
         divergence_bound=spec.divergence_bound,
         backend=spec.backend,
         precision=spec.precision,
+        # the GPU path has one scheme (results written before schemes were recorded say "pcg64")
+        stream=spec.stream if spec.backend == "cpu" else None,
         n_threads=n_threads,
         progress=progress,
         on_divergence="mark",

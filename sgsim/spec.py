@@ -74,6 +74,9 @@ class RunSpec:
         before the GPU path existed hold), ``"gpu"`` or ``"gpu-host"`` (:mod:`sgsim.gpu`).
     precision : str
         The chains' floating-point type: ``"float64"``, or ``"float32"`` on the GPU path.
+    stream : str
+        The scheme of the steps' random streams: ``"philox"`` or ``"pcg64"`` (what results written
+        before the counter-based streams hold, and replay with).
     """
 
     target: TargetSpec | None
@@ -98,6 +101,7 @@ class RunSpec:
     backend: str = "cpu"
     precision: str = "float64"
     method_module: str | None = None
+    stream: str = "pcg64"
 
     def to_dict(self) -> dict:
         """The spec as nested plain data (arrays stay arrays)."""

@@ -44,9 +44,9 @@ import numba
 from .._jit import _CACHE, JIT_DISABLED, cache_dir
 from ._splice import function_def, spliced
 
-__all__ = ["cached_chain_loop", "cached_ensemble_loop", "cached_vector_step", "cache_dir"]
+__all__ = ["cached_chain_loop", "cached_lane_loop", "cached_ensemble_loop", "cached_vector_step", "cache_dir"]
 
-_GRADIENTS = ("grad_u", "stochastic_grad_u")
+_GRADIENTS = ("grad_u", "stochastic_grad_u", "grad_u_block")
 
 
 def _importable(obj) -> tuple[str, str] | None:
@@ -111,7 +111,13 @@ def _origin(obj) -> str:
 
 @functools.cache
 def cached_chain_loop(
-    move: Callable, update: Callable, grad_u: Callable, stochastic_grad_u, kept_row: int = 0, constants: type = tuple
+    move: Callable,
+    update: Callable,
+    grad_u: Callable,
+    stochastic_grad_u,
+    kept_row: int = 0,
+    constants: type = tuple,
+    philox: bool = False,
 ) -> Callable | None:
     """The chain loop of ``(move, update)`` keeping state row ``kept_row``, for this gradient,
     from an on-disk cached module.
@@ -121,19 +127,42 @@ def cached_chain_loop(
     loop cannot be cached (see the module's notes); the caller then uses the in-memory one.
     ``constants`` is the class of the step's constants: numba's cache index names the classes
     of its arguments, so two samplers whose halves have the same source but live in different
-    modules (with constants classes of their own) get cache files of their own.
+    modules (with constants classes of their own) get cache files of their own. ``philox``: the
+    loop draws its normals from Philox streams.
     """
     if not _CACHE or JIT_DISABLED:
         return None
-    from ._loop import _chain_loop
+    from ._loop import _chain_loop, loop_constants
 
-    node, namespace = spliced(_chain_loop, {"_move": move, "_update": update}, {"KEPT_ROW": int(kept_row)})
+    node, namespace = spliced(_chain_loop, {"_move": move, "_update": update}, loop_constants(kept_row, philox))
     origins = (_origin(move), _origin(update), _origin(constants))
     return _cached_module([(_gradients_global(node), namespace, "jit(cache=True)")], grad_u, stochastic_grad_u, origins)
 
 
 @functools.cache
-def cached_vector_step(move: Callable, update: Callable, kept_row: int = 0, constants: type = tuple) -> Callable | None:
+def cached_lane_loop(
+    move: Callable, update: Callable, grad_u_block: Callable, kept_row: int = 0, constants: type = tuple
+) -> Callable | None:
+    """The lane loop (:func:`~sgsim.integrators._loop.lane_loop`) of ``(move, update)`` for this block
+    gradient, from an on-disk cached module; called like the in-memory loop with None for the
+    gradients. None when it cannot be cached.
+    """
+    if not _CACHE or JIT_DISABLED:
+        return None
+    from ._loop import _lane_loop, loop_constants, stay
+
+    constants_ = loop_constants(kept_row, True, move is not stay)
+    node, namespace = spliced(_lane_loop, {"_move": move, "_update": update}, constants_)
+    origins = (_origin(move), _origin(update), _origin(constants))
+    return _cached_module(
+        [(_gradients_global(node), namespace, "jit(cache=True)")], None, None, origins, grad_u_block=grad_u_block
+    )
+
+
+@functools.cache
+def cached_vector_step(
+    move: Callable, update: Callable, kept_row: int = 0, constants: type = tuple, philox: bool = False
+) -> Callable | None:
     """The step of independent chains whose gradients come from outside the loop
     (:func:`~sgsim.integrators._loop.vector_step`: a log-density target's), from an on-disk
     cached module; None when it cannot be cached. It takes no gradient, so it is cached
@@ -141,9 +170,9 @@ def cached_vector_step(move: Callable, update: Callable, kept_row: int = 0, cons
     """
     if not _CACHE or JIT_DISABLED:
         return None
-    from ._loop import _vector_step
+    from ._loop import _vector_step, loop_constants
 
-    node, namespace = spliced(_vector_step, {"_move": move, "_update": update}, {"KEPT_ROW": int(kept_row)})
+    node, namespace = spliced(_vector_step, {"_move": move, "_update": update}, loop_constants(kept_row, philox))
     origins = (_origin(move), _origin(update), _origin(constants))
     return _cached_module([(node, namespace, "jit(cache=True)")], None, None, origins)
 
@@ -187,7 +216,9 @@ def _gradients_global(node: ast.FunctionDef) -> ast.FunctionDef:
     return node
 
 
-def _cached_module(functions: list[tuple[ast.FunctionDef, dict, str]], grad_u, stochastic_grad_u, origins=()):
+def _cached_module(
+    functions: list[tuple[ast.FunctionDef, dict, str]], grad_u, stochastic_grad_u, origins=(), grad_u_block=None
+):
     """The last of ``functions`` compiled from a generated module, cached on disk (None if it cannot be).
 
     ``functions`` are ``(node, globals, decorator)`` in order of definition; a name one of them
@@ -199,7 +230,12 @@ def _cached_module(functions: list[tuple[ast.FunctionDef, dict, str]], grad_u, s
     bodies = []
     for node, namespace, decorator in functions:
         node.decorator_list = []
-        namespace = {**namespace, "grad_u": grad_u, "stochastic_grad_u": stochastic_grad_u}
+        namespace = {
+            **namespace,
+            "grad_u": grad_u,
+            "stochastic_grad_u": stochastic_grad_u,
+            "grad_u_block": grad_u_block,
+        }
         for name in sorted(_free_names(node) - local):
             line = _binding(name, namespace[name]) if name in namespace else None
             if line is None or bindings.setdefault(name, line) != line:
@@ -215,6 +251,7 @@ def _cached_module(functions: list[tuple[ast.FunctionDef, dict, str]], grad_u, s
         *lines,
         _module_source_digest(grad_u),
         _module_source_digest(stochastic_grad_u) if stochastic_grad_u is not None else "",
+        _module_source_digest(grad_u_block) if grad_u_block is not None else "",
         *origins,
     ):
         digest.update(part.encode())

@@ -72,6 +72,7 @@ import types
 import numpy as np
 
 from .._jit import jit
+from ..philox import fill_normals
 from ..rng import STATE_WORDS, integers, standard_normal
 from ._splice import splice
 
@@ -81,6 +82,16 @@ MOMENTS = -2
 POTENTIAL = False
 # the state row a chain loop stores (a compile-time constant of each generated loop)
 KEPT_ROW = 0
+# whether a chain loop draws its normals from counter-based Philox streams (a stream row holds the
+# run's key and the chain's index) rather than from PCG64 states (a compile-time constant)
+PHILOX = False
+# normals a Philox chain fills at once (about this many: whole steps of d), so that the generator's
+# loop over blocks is long enough to vectorise
+SPAN = 128
+# chains a lane loop advances side by side (the width of its block gradient)
+LANES = 64
+# whether a lane loop's step has a move half to run (a compile-time constant: False for ``stay``)
+MOVES = True
 
 
 @jit(inline=True)
@@ -169,6 +180,8 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
     z = np.empty(d)
     delta = np.empty(d)
     st = np.empty(STATE_WORDS, np.uint64)
+    span = max(1, SPAN // d)
+    zb = np.empty(span * d if PHILOX else 0)
     for c in range(n_chains):
         if failed[c] >= 0:
             continue
@@ -179,6 +192,9 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
         work = works[c]
         inj = injected[c]
         drawn = inj.shape[0] == 0
+        # the steps [z_lo, z_hi) of the block whose normals zb holds (Philox streams)
+        z_lo = 0
+        z_hi = 0
         for j in range(nb):
             a = alpha[j]
             _move(x, theta, a, consts)
@@ -190,10 +206,22 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
             # the noise basis @ (sd_j * xi), xi from the stream (or injected); none where sd_j = 0
             noisy = any_noise[j]
             if noisy:
-                # one call site of the generator: each inlined copy costs compile time
                 dst = e if rotate else z
-                for i in range(d):
-                    dst[i] = sd[j, i] * (standard_normal(st) if drawn else inj[j, i])
+                # pruned at compile time: one specialisation per stream scheme
+                if PHILOX:
+                    if drawn and j >= z_hi:
+                        # the normals of the next steps at once: step k's are numbers k d .. k d + d - 1
+                        # of the chain's stream, whatever the block, the chunk or the thread
+                        z_lo = j
+                        z_hi = min(nb, j + span)
+                        fill_normals(st, (k0 + j) * d, zb[: (z_hi - j) * d])
+                    base = (j - z_lo) * d
+                    for i in range(d):
+                        dst[i] = sd[j, i] * (zb[base + i] if drawn else inj[j, i])
+                else:
+                    # one call site of the generator: each inlined copy costs compile time
+                    for i in range(d):
+                        dst[i] = sd[j, i] * (standard_normal(st) if drawn else inj[j, i])
                 if rotate:
                     # z = basis @ e as axpy updates over the eigenvectors (the rows of basis_t):
                     # contiguous, so they vectorise, with each z[i] summed in the order of m
@@ -229,13 +257,139 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
         copy_into(st, rngs[c])
 
 
+def loop_constants(kept_row=0, philox=False, moves=True) -> dict:
+    """The compile-time constants of a generated loop: its kept row, its stream scheme, its move half."""
+    return {"KEPT_ROW": int(kept_row), "PHILOX": bool(philox), "MOVES": bool(moves)}
+
+
 @functools.cache
-def chain_loop(move, update, kept_row=0):
+def chain_loop(move, update, kept_row=0, philox=False):
     """The compiled loop of an independent-chain step: :func:`_chain_loop` with ``move`` and
-    ``update`` written into it (:func:`~sgsim.integrators._splice.splice`) and ``KEPT_ROW``
-    set to ``kept_row``, once per triple and process.
+    ``update`` written into it (:func:`~sgsim.integrators._splice.splice`), ``KEPT_ROW`` set to
+    ``kept_row`` and ``PHILOX`` to ``philox``, once per combination and process.
     """
-    return splice(_chain_loop, {"_move": move, "_update": update}, jit(cache=False), {"KEPT_ROW": int(kept_row)})
+    return splice(_chain_loop, {"_move": move, "_update": update}, jit(cache=False), loop_constants(kept_row, philox))
+
+
+def _lane_loop(state, rngs, works, failed, grad_u, grad_u_block, params, alpha, consts, noise, k0, bound, store,
+               out, count, mean, m2, injected):  # fmt: skip
+    # independent chains LANES at a time, side by side: the move half chain by chain, the gradient of
+    # every lane in one call of the target's block gradient (its lane loops vectorised), each lane's
+    # normals filled ahead from its Philox stream, the update half chain by chain. The steps, the
+    # checks and the stores are those of _chain_loop, in the same order for each chain.
+    n_chains, n_state, d = state.shape
+    nb = alpha.shape[0]
+    sd, basis_t, rotate, any_noise, temps = noise
+    w = min(LANES, n_chains)
+    x = np.empty((n_state, d))
+    theta = x[0]
+    kept = x[KEPT_ROW]
+    g = np.empty(d)
+    e = np.empty(d)
+    z = np.empty(d)
+    delta = np.empty(d)
+    th = np.zeros((d, w))
+    gb = np.empty((d, w))
+    scratch = np.empty((8, w))
+    xb = np.empty((w, n_state, d))
+    span = max(1, SPAN // d)
+    zb = np.empty((w, span * d))
+    live = np.empty(w, np.bool_)
+    drawn = injected.shape[1] == 0
+    for c0 in range(0, n_chains, w):
+        n = min(w, n_chains - c0)
+        for q in range(w):
+            live[q] = q < n and failed[c0 + q] < 0
+            for i in range(d):
+                th[i, q] = state[c0 + q, 0, i] if live[q] else 0.0
+        for q in range(n):
+            for r in range(n_state):
+                for i in range(d):
+                    xb[q, r, i] = state[c0 + q, r, i]
+        # the steps [z_lo, z_hi) of the block whose normals zb holds
+        z_lo = 0
+        z_hi = 0
+        for j in range(nb):
+            a = alpha[j]
+            k = k0 + j
+            t = temps[j]
+            if MOVES:
+                for q in range(n):
+                    if live[q]:
+                        for r in range(n_state):
+                            for i in range(d):
+                                x[r, i] = xb[q, r, i]
+                        _move(x, theta, a, consts)
+                        for r in range(n_state):
+                            for i in range(d):
+                                xb[q, r, i] = x[r, i]
+                        for i in range(d):
+                            th[i, q] = theta[i]
+            grad_u_block(th, params, gb, scratch)
+            noisy = any_noise[j]
+            if noisy and drawn and j >= z_hi:
+                z_lo = j
+                z_hi = min(nb, j + span)
+                for q in range(n):
+                    if live[q]:
+                        fill_normals(rngs[c0 + q], k * d, zb[q, : (z_hi - j) * d])
+            base = (j - z_lo) * d
+            s = store[j]
+            for q in range(n):
+                if not live[q]:
+                    continue
+                for r in range(n_state):
+                    for i in range(d):
+                        x[r, i] = xb[q, r, i]
+                for i in range(d):
+                    g[i] = gb[i, q]
+                if noisy:
+                    dst = e if rotate else z
+                    for i in range(d):
+                        dst[i] = sd[j, i] * (zb[q, base + i] if drawn else injected[c0 + q, j, i])
+                    if rotate:
+                        for i in range(d):
+                            z[i] = 0.0
+                        for m in range(d):
+                            em = e[m]
+                            for i in range(d):
+                                z[i] += basis_t[m, i] * em
+                _update(x, theta, g, z, noisy, a, t, k, consts)
+                ok = True
+                for i in range(d):
+                    ok = ok and abs(theta[i]) <= bound
+                for r in range(1, n_state):
+                    for i in range(d):
+                        ok = ok and math.isfinite(x[r, i])
+                for r in range(n_state):
+                    for i in range(d):
+                        xb[q, r, i] = x[r, i]
+                if not ok:
+                    failed[c0 + q] = k
+                    live[q] = False
+                    for i in range(d):
+                        th[i, q] = 0.0
+                    continue
+                for i in range(d):
+                    th[i, q] = theta[i]
+                if s >= 0:
+                    for i in range(d):
+                        out[c0 + q, s, i] = kept[i]
+                elif s == MOMENTS:
+                    welford_update(kept, count, mean, m2, c0 + q, delta)
+        for q in range(n):
+            for r in range(n_state):
+                for i in range(d):
+                    state[c0 + q, r, i] = xb[q, r, i]
+
+
+@functools.cache
+def lane_loop(move, update, kept_row=0):
+    """The compiled lane loop of an independent-chain step (:func:`_lane_loop`, Philox streams and a
+    block gradient), with ``move`` and ``update`` written into it, once per combination and process.
+    """
+    constants = loop_constants(kept_row, True, move is not stay)
+    return splice(_lane_loop, {"_move": move, "_update": update}, jit(cache=False), constants)
 
 
 @jit
@@ -270,6 +424,7 @@ def _vector_step(state, rngs, works, failed, grads, points, batch, n_data, repla
     sd, basis_t, rotate, any_noise, temps = noise
     e = np.empty(d)
     z = np.empty(d)
+    zb = np.empty(d)
     delta = np.empty(d)
     for c in range(n_chains):
         if failed[c] >= 0:
@@ -286,8 +441,14 @@ def _vector_step(state, rngs, works, failed, grads, points, batch, n_data, repla
             noisy = any_noise[j]
             if noisy:
                 dst = e if rotate else z
-                for i in range(d):
-                    dst[i] = sd[j, i] * (standard_normal(st) if drawn else inj[j, i])
+                if PHILOX:
+                    if drawn:
+                        fill_normals(st, (k0 + j) * d, zb)
+                    for i in range(d):
+                        dst[i] = sd[j, i] * (zb[i] if drawn else inj[j, i])
+                else:
+                    for i in range(d):
+                        dst[i] = sd[j, i] * (standard_normal(st) if drawn else inj[j, i])
                 if rotate:
                     for i in range(d):
                         z[i] = 0.0
@@ -323,11 +484,11 @@ def _vector_step(state, rngs, works, failed, grads, points, batch, n_data, repla
 
 
 @functools.cache
-def vector_step(move, update, kept_row=0):
+def vector_step(move, update, kept_row=0, philox=False):
     """The compiled step of independent chains whose gradients come from outside the loop:
-    :func:`_vector_step` with ``move`` and ``update`` written into it, once per triple and process.
+    :func:`_vector_step` with ``move`` and ``update`` written into it, once per combination and process.
     """
-    return splice(_vector_step, {"_move": move, "_update": update}, jit(cache=False), {"KEPT_ROW": int(kept_row)})
+    return splice(_vector_step, {"_move": move, "_update": update}, jit(cache=False), loop_constants(kept_row, philox))
 
 
 def _step(x, g, b, pairs, w, j, alpha, consts, noise, grad_u, stochastic_grad_u, params, works, rngs, inj, stats,
