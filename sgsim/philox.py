@@ -184,6 +184,12 @@ def _normal_pair(b, c0, c1, k0, k1):
     return r * c, r * s
 
 
+@jit
+def _edge_pair(b, c0, c1, k0, k1):
+    # the scalar blocks at the ends of a range, called rather than inlined: compiled once
+    return _normal_pair(b, c0, c1, k0, k1)
+
+
 @jit(inline=True)
 def _store_pair(out, at, b, c0, c1, k0, k1):
     z0, z1 = _normal_pair(b, c0, c1, k0, k1)
@@ -215,14 +221,14 @@ def fill_normals(row, t0, out):
     b = _u(t0) >> _S1
     i = 0
     if (t0 & 1) != 0:  # t0 is the second normal of its block
-        out[0] = _normal_pair(b, c0, c1, k0, k1)[1]
+        out[0] = _edge_pair(b, c0, c1, k0, k1)[1]
         i = 1
         b += _S1
     m = (n - i) // 2
     for j in range(m):  # the vector loop: LLVM computes eight blocks at once
         _store_pair(out, i + 2 * j, b + _u(j), c0, c1, k0, k1)
     if i + 2 * m < n:  # the first normal of one more block
-        out[n - 1] = _normal_pair(b + _u(m), c0, c1, k0, k1)[0]
+        out[n - 1] = _edge_pair(b + _u(m), c0, c1, k0, k1)[0]
 
 
 def normals(seed: int, chain: int, t0: int, n: int) -> np.ndarray:
