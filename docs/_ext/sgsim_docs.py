@@ -9,6 +9,8 @@
   sources).
 - ``docs/api/generated/methods.md`` tabulates every registered sampling method and its options
   from :data:`sgsim.METHODS`, so that the table cannot drift from the code.
+- ``docs/theory/generated/assumption1.txt`` is the table of the constant-SGD paper's Assumption 1
+  per data set, from :mod:`sgsim.experiments.sgdvi_assumptions`; the theory page includes it.
 
 Generated files are rewritten only when their content changes, so that Sphinx's incremental
 build does not redo every page.
@@ -202,10 +204,22 @@ def build_methods_table() -> None:
     _write(DOCS / "api" / "generated" / "methods.md", "\n".join(lines))
 
 
+# --------------------------------------------------------------------------- Assumption 1 table
+
+
+def build_assumption1_table() -> None:
+    """Write the table of [SGDVI] Assumption 1 and Theorem 1's stability per data set (the theory page includes it)."""
+    from sgsim.experiments import sgdvi_assumptions
+
+    text = sgdvi_assumptions.markdown(sgdvi_assumptions.table())
+    _write(DOCS / "theory" / "generated" / "assumption1.txt", text + "\n")
+
+
 def _builder_inited(app: Sphinx) -> None:
     copy_notebooks()
     build_gallery()
     build_methods_table()
+    build_assumption1_table()
 
 
 def setup(app: Sphinx) -> dict:
