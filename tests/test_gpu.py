@@ -444,7 +444,7 @@ def test_without_cupy_or_a_device_the_gpu_backend_says_what_to_install():
     with pytest.raises(ParameterError) as info:
         sgsim.sample("mixture_25", "sgld", 10, step_size=0.01, backend="gpu")
     assert info.value.parameter == "backend"
-    assert 'pip install "sgsim[gpu]"' in str(info.value) or "CUDA device" in str(info.value)
+    assert '"sgsim[gpu-cuda12]"' in str(info.value) or "CUDA device" in str(info.value)
 
 
 def test_the_device_memory_check_names_n_chains():

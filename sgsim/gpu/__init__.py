@@ -7,7 +7,8 @@ noise) with the CPU path's arguments, storage modes, divergence rule and result 
 chains agree with the CPU path in law, not in bits: they draw Philox4x32-10 normals keyed by
 ``(seed, chain)`` (:mod:`sgsim.gpu.kernels`).
 
-It needs CuPy and a CUDA device (``pip install "sgsim[gpu]"``); without them sgsim is
+It needs CuPy and a CUDA device (``pip install "sgsim[gpu-cuda12]"`` or ``"sgsim[gpu-cuda13]"``,
+by the machine's CUDA major version; ``sgsim[gpu]`` is the first); without them sgsim is
 unchanged and ``backend="gpu"`` says what to install. ``backend="gpu-host"`` runs the same
 kernel built for the CPU (:mod:`sgsim.gpu.host`), to check it where there is no GPU.
 

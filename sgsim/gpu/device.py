@@ -1,4 +1,5 @@
-"""The many-chain kernel on a CUDA GPU, through CuPy (the optional extra ``sgsim[gpu]``).
+"""The many-chain kernel on a CUDA GPU, through CuPy (the optional extras ``sgsim[gpu-cuda12]``,
+``sgsim[gpu-cuda13]``; ``sgsim[gpu]`` is the first).
 
 :class:`CudaExecutor` compiles a kernel's source with NVRTC (``cupy.RawModule``; CuPy caches
 the compiled module on disk by its source) and launches it with one thread per chain over
@@ -15,7 +16,12 @@ from .kernels import THREADS, KernelSource
 
 __all__ = ["CudaExecutor", "INSTALL"]
 
-INSTALL = 'pip install "sgsim[gpu]" (CuPy built for CUDA 12; for another CUDA version, the CuPy package built for it)'
+#: what to install, by the machine's CUDA major version (``nvcc --version`` gives the toolkit's, the header of
+#: ``nvidia-smi`` the newest the driver runs)
+INSTALL = (
+    'pip install "sgsim[gpu-cuda12]" (CuPy for CUDA 12) or "sgsim[gpu-cuda13]" (CuPy for CUDA 13), the one of '
+    "the machine's CUDA Toolkit; a CUDA 12 build also runs under a CUDA 13 driver"
+)
 
 
 def _import_cupy():
