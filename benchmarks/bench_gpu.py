@@ -11,12 +11,17 @@ copies to and from the device (``attrs["sampling_time_s"]``), and the whole ``sg
 call. Compilation (NVRTC; CuPy then caches the module on disk) is timed apart, on a first
 call of 128 chains. In the same run: sgsim's CPU path at 10^5 chains (all the machine's
 threads), and, when JAX is installed, JAX's vmap + scan of the same algorithm on the default
-JAX device (``benchmarks/jax_reference.py``'s sampler). Memory: the device memory each storage
-mode holds at 10^7 chains (CuPy's pool after the run, and :func:`sgsim.gpu.device_bytes`).
+JAX device (``benchmarks/jax_reference.py``'s sampler; on a GPU machine, set
+``XLA_PYTHON_CLIENT_PREALLOCATE=false`` so that JAX does not take most of the device's memory
+before CuPy runs). Memory: the device memory each storage mode holds at 10^7 chains (CuPy's
+pool after the run, and :func:`sgsim.gpu.device_bytes`).
 
     python benchmarks/bench_gpu.py                  # on a machine with a CUDA device and CuPy
     python benchmarks/bench_gpu.py --quick          # a smoke test
+    python benchmarks/bench_gpu.py --chains 1000000 10000000 --json out.json   # the chain counts of one's choice
     python benchmarks/bench_gpu.py --host --quick   # the same kernel built for this CPU (backend="gpu-host")
+
+``benchmarks/gpu_check.sh`` runs it on a GPU machine with the tests and the Torch benchmark.
 
 The issue's targets: at most 15 ps per step per chain for SGLD at 10^6 and 10^7 chains, and at
 most twice that for SGHMC. This is a measurement, never a test.
@@ -93,8 +98,8 @@ def ps(seconds, n_chains, n_steps=N_STEPS):
     return 1e12 * seconds / (n_chains * n_steps)
 
 
-def gpu_section(backend, chains, reps):
-    rows = []
+def gpu_section(backend, chains, reps, rows=None, save=lambda: None):
+    rows = [] if rows is None else rows
     for precision in ("float32", "float64"):
         for method in ("sgld", "sghmc"):
             t = time.perf_counter()
@@ -107,6 +112,7 @@ def gpu_section(backend, chains, reps):
                              "sampling_ps": ps(s, n), "end_to_end_ps": ps(w, n), "first_call_s": first})  # fmt: skip
                 print(f"{backend} {precision} {method:5s} {n:>10,d} chains: kernel {ps(k, n):8.1f} ps, "
                       f"sampling {ps(s, n):8.1f} ps, end to end {ps(w, n):8.1f} ps", flush=True)  # fmt: skip
+                save()
     return rows
 
 
@@ -182,10 +188,14 @@ def main(argv=None):
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="10^4 and 10^5 chains, one repetition")
     parser.add_argument("--host", action="store_true", help='backend="gpu-host": the kernel built for this CPU')
+    parser.add_argument("--chains", type=int, nargs="+", help=f"chain counts of the GPU section (default {CHAINS})")
+    parser.add_argument("--cpu-chains", type=int, help="chains of the CPU path's run (default 10^5; --quick 10^4)")
+    parser.add_argument("--memory-chains", type=int, help="chains of the memory section (default 10^7)")
+    parser.add_argument("--no-jax", action="store_true", help="leave JAX out")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     backend = "gpu-host" if args.host else "gpu"
-    chains = CHAINS[:2] if args.quick else CHAINS
+    chains = args.chains or (CHAINS[:2] if args.quick else CHAINS)
     reps = 1 if args.quick else args.reps
     try:
         device = runner.executor(backend).describe()
@@ -194,12 +204,20 @@ def main(argv=None):
         return 2
     report = {"device": device, "python": platform.python_version(), "sgsim": sgsim.__version__, "steps": N_STEPS}
     print(f"device: {device}", flush=True)
-    report["gpu"] = gpu_section(backend, chains if not args.host else [c for c in chains if c <= 100_000], reps)
-    report["cpu"] = cpu_section(100_000 if not args.quick else 10_000, reps)
-    report["jax"] = jax_section(chains[:3], reps) if not args.host else {"skipped": "host run"}
-    report["memory"] = memory_section(backend, 10_000_000 if not args.quick else chains[-1])
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
+
+    def save():  # after every section: a run stopped by a time limit keeps what it measured
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=1))
+
+    report["gpu"] = []
+    gpu_section(backend, chains if not args.host else [c for c in chains if c <= 100_000], reps, report["gpu"], save)
+    report["cpu"] = cpu_section(args.cpu_chains or (100_000 if not args.quick else 10_000), reps)
+    save()
+    # on the host, JAX runs on its CPU device: a check of the code, not a reference figure
+    report["jax"] = jax_section(chains[:3], reps) if not args.no_jax else {"skipped": "--no-jax"}
+    save()
+    report["memory"] = memory_section(backend, args.memory_chains or (10_000_000 if not args.quick else chains[-1]))
+    save()
     return 0
 
 

@@ -1,7 +1,9 @@
 """sgsim.torch beside torch.optim.SGD and a per-parameter Python loop: images/s and optimizer-step ms.
 
 Workload: a small ResNet (a 3x3 stem, three stages of ``--blocks`` basic blocks with ``--width``,
-``2 --width`` and ``4 --width`` channels, global pooling, 10 classes) on synthetic CIFAR-shaped
+``2 --width`` and ``4 --width`` channels, global pooling, 10 classes), or with ``--model resnet18``
+the CIFAR experiment's ResNet-18 (``sgsim.torch.experiments.cifar.ResNet18``: four stages of two
+blocks, ``--width`` 64 for the network's 11.2M parameters), on synthetic CIFAR-shaped
 data (3 x 32 x 32, ``--batch`` images, labels uniform), cross-entropy mean loss, ``N = 50,000``
 (``num_data``). Timed in the same run, each from the same initial weights, rounds interleaved:
 
@@ -22,6 +24,7 @@ synchronises the device.
     python benchmarks/bench_torch.py                                  # CPU, small: about a minute on 2 cores
     python benchmarks/bench_torch.py --width 64 --blocks 2 --steps 0 --warmup 0   # optimizer.step only, 2.8M parameters
     python benchmarks/bench_torch.py --device cuda --amp bf16 --channels-last --width 64 --blocks 2 --steps 50
+    python benchmarks/bench_torch.py --device cuda --model resnet18 --width 64 --steps 30   # ResNet-18, batch 128
 """
 
 from __future__ import annotations
@@ -111,6 +114,7 @@ def main(argv=None) -> None:
     parser.add_argument("--amp", choices=["off", "bf16"], default="off", help="autocast the forward pass")
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (timed apart)")
+    parser.add_argument("--model", choices=["small", "resnet18"], default="small")
     parser.add_argument("--width", type=int, default=16)
     parser.add_argument("--blocks", type=int, default=1)
     parser.add_argument("--batch", type=int, default=128)
@@ -131,7 +135,12 @@ def main(argv=None) -> None:
             torch.cuda.synchronize(device)
 
     torch.manual_seed(0)
-    base = resnet(args.width, args.blocks).to(device=device, memory_format=fmt)
+    if args.model == "resnet18":
+        from sgsim.torch.experiments.cifar import ResNet18
+
+        base = ResNet18(10, args.width).to(device=device, memory_format=fmt)
+    else:
+        base = resnet(args.width, args.blocks).to(device=device, memory_format=fmt)
     n_params = sum(p.numel() for p in base.parameters())
     n_tensors = sum(1 for _ in base.parameters())
     gen = torch.Generator(device=device).manual_seed(1)
@@ -188,7 +197,8 @@ def main(argv=None) -> None:
     step_min_ms = {name: 1e3 * min(t) for name, t in step_times.items()}
 
     print(
-        f"ResNet width {args.width}, {args.blocks} block(s) per stage: {n_params:,} parameters in {n_tensors} "
+        f"{'ResNet-18' if args.model == 'resnet18' else 'ResNet'} width {args.width}, "
+        f"{2 if args.model == 'resnet18' else args.blocks} block(s) per stage: {n_params:,} parameters in {n_tensors} "
         f"tensors; batch {args.batch} x 3 x 32 x 32 on {device} (amp {args.amp}, channels_last "
         f"{args.channels_last}, compile {args.compile}, {torch.get_num_threads()} threads), median of "
         f"{args.steps} steps after {args.warmup} warm-up, step ms median of {args.step_reps}"
