@@ -8,8 +8,8 @@ weight off by a relative 1e-13, fails the same checks.
 
 A mixture's gradient is a weighted sum of terms ``r_j (x - mu_j) / s_j^2``, so errors are
 measured against ``S(x) = C(x) + F(x)``: ``C(x) = sum_j r_j |x - mu_j| / s_j^2``, the size of the
-terms (rounding the sum costs a few ``eps C``; ``C >= |grad U|``, and ``C = |grad U|`` away from
-the saddles between modes), and ``F(x) = eps (1 + |x|_inf) / min_j s_j^2``, the change of the
+terms (rounding the sum costs a few ``eps C``; ``C >= |grad U|``, about equal where one
+component dominates), and ``F(x) = eps (1 + |x|_inf) / min_j s_j^2``, the change of the
 gradient over one rounding unit of ``x`` (the Hessian is ``I / s_j^2`` near a mode), which no
 double-precision gradient can beat and which is the only scale left at a mode centre, where
 ``C`` and ``grad U`` vanish.
@@ -168,6 +168,7 @@ def test_mixture_block_negative_controls(name):
         assert_mixture_block_agrees(target, x, nudged)
 
 
+@pytest.mark.skipif(np.finfo(LD).eps >= EPS, reason="long double is double here")
 @pytest.mark.parametrize("name", ["mixture_25", "mixture_3x3", "unequal_2d", "unequal_3d"])
 def test_mixture_block_as_accurate_as_grad_u_against_long_double(name):
     # 300 points of every kind; the long-double reference's own error is ~1e-19 S. The block form
