@@ -766,7 +766,7 @@ def check_functions(target: Target) -> None:
        in a box four times as wide, and at three standard deviations of the target's
        declared spread, where it declares one;
     4. a ``stochastic_grad_u`` can be called and writes a finite value;
-    5. a ``grad_u_block`` can be called and agrees with ``grad_u`` (:func:`check_block_gradient`).
+    5. a ``grad_u_block`` can be called and agrees with ``grad_u``, column by column.
     """
     if target.grad_u is None or target.log_density_fn is None:
         check_gradient(target)
