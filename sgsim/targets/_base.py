@@ -252,7 +252,8 @@ class Target:
         advance ``W`` chains together: ``grad_u_block(theta, params, out, scratch)`` with
         ``theta`` and ``out`` C-contiguous float64 arrays of shape ``(d, W)`` (column ``l``
         is lane ``l``'s point: coordinates outer, lanes inner), ``scratch`` a float64 array
-        of shape ``(8, W)`` it may overwrite, and the same ``params``. It writes ``grad U``
+        of shape ``(8, S)``, ``S >= W``, it may overwrite (the samplers give ``S >= 256``), and
+        the same ``params``. It writes ``grad U``
         of every column into ``out``, allocates nothing, and keeps the lanes as the
         innermost, branch-free loop, so that the compiler turns it into SIMD instructions.
         It gives ``grad_u``'s values to rounding (the shipped ones are tested to 1e-14 of

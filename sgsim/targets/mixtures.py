@@ -35,6 +35,11 @@ _SKIP = -40.0
 # sum (exp(-40) already does not), and it keeps every weight, and every product of one with a
 # coordinate, a normal double; a subnormal one costs about a hundred cycles an operation
 _FLOOR = -600.0
+# the block forms give a component weight exactly 0 below exp(-80) of the largest (a select, not a
+# branch): 1.8e-35, nothing even where the gradient's larger terms cancel (the per-point form's
+# exp(-40) shows there: 1.5e-9 of the terms' size midway between two modes of the 3x3 mixture), and
+# a block of few lanes then sums only the components above it (see mixture_grad_u_block_2d)
+_BLOCK_SKIP = -80.0
 
 
 @jit(inline=True)
@@ -154,13 +159,14 @@ def mixture_grad_u_block(theta, params, out, scratch):
     -----
     The same stable form as the per-point gradient: each lane's exponents
     ``e_j = const_j + lin_j . x - half_prec_j |x|^2``, the same operations in the same order,
-    less the lane's largest one, so that the largest weight is 1. Every component is summed,
-    none skipped: a component below ``exp(-40)`` of the largest changes the sum by less than
-    its rounding (which is why the per-point form may skip it), and summing it costs less
-    than a branch that stops the loop from vectorising. For the same reason an exponent is
-    raised to -600 below the largest where it is further down: the weight ``exp(-600)``
-    changes nothing, and it keeps the arithmetic free of subnormal numbers, which cost the
-    processor about a hundred cycles an operation. The exponential is
+    less the lane's largest one, so that the largest weight is 1. Where the per-point form
+    skips a component below ``exp(-40)`` of the largest by a branch, the block form gives a
+    component below ``exp(-80)`` the weight 0 by a select (both sides computed, so the loop
+    still vectorises): ``exp(-80)`` is 1.8e-35, nothing even where the larger terms cancel,
+    whereas ``exp(-40)`` shows there (1.5e-9 of the terms' size midway between two modes of
+    the 3x3 mixture). The exponential's argument is raised to -600 where it is further
+    down, which keeps the arithmetic free of subnormal numbers (they cost the processor
+    about a hundred cycles an operation). The exponential is
     :func:`sgsim._vmath.exp`, written as branch-free arithmetic, so every loop over the lanes
     compiles to SIMD instructions.
     """
@@ -204,7 +210,8 @@ def mixture_grad_u_block(theta, params, out, scratch):
             for lane in range(n):
                 e[lane] += a * theta[i, lane]
         for lane in range(n):
-            w = _vexp(max(e[lane] - best[lane], _FLOOR))
+            t = e[lane] - best[lane]
+            w = _vexp(max(t, _FLOOR)) if t > _BLOCK_SKIP else 0.0
             total[lane] += w
             e[lane] = w * 2.0 * h
         for i in range(d):
@@ -223,9 +230,20 @@ def mixture_grad_u_block_2d(theta, params, out, scratch):
     Each loop over the lanes does a component's whole work (its exponent, and then its
     weight and both coordinates' terms), where the general form makes one pass over the
     lanes per coordinate: half the loads and stores, about twice as fast.
+
+    A block of fewer than :data:`LANES_MIN` lanes cannot fill a vector register, so there
+    the loops run over the components instead, lane by lane (when ``scratch`` has a row as
+    long as the components: the samplers' loops give it 256): each component's exponent and
+    weight computed as in the lane form, and the sums taken in the components' order over
+    those of nonzero weight. A weight the select makes 0 adds exactly nothing to a sum, so
+    each lane gets the same bits either way (up to the sign of a zero coordinate), and a
+    chain's draws do not depend on how many chains run beside it.
     """
     means, lin, const, half_prec = params
     n = theta.shape[1]
+    if n < LANES_MIN and const.shape[0] <= scratch.shape[1]:
+        _mixture_lanes_by_components(theta, means, lin, const, half_prec, out, scratch)
+        return
     x0 = theta[0]
     x1 = theta[1]
     g0 = out[0]
@@ -255,7 +273,8 @@ def mixture_grad_u_block_2d(theta, params, out, scratch):
         m0 = means[j, 0]
         m1 = means[j, 1]
         for lane in range(n):
-            w = _vexp(max((c0 - h * sq[lane] + a0 * x0[lane] + a1 * x1[lane]) - best[lane], _FLOOR))
+            t = (c0 - h * sq[lane] + a0 * x0[lane] + a1 * x1[lane]) - best[lane]
+            w = _vexp(max(t, _FLOOR)) if t > _BLOCK_SKIP else 0.0
             total[lane] += w
             c = w * 2.0 * h
             g0[lane] += c * (x0[lane] - m0)
@@ -263,6 +282,43 @@ def mixture_grad_u_block_2d(theta, params, out, scratch):
     for lane in range(n):
         g0[lane] /= total[lane]
         g1[lane] /= total[lane]
+
+
+#: blocks of fewer lanes than this run :func:`mixture_grad_u_block_2d` over the components instead
+LANES_MIN = 8
+
+
+@jit(inline=True)
+def _mixture_lanes_by_components(theta, means, lin, const, half_prec, out, scratch):
+    # mixture_grad_u_block_2d lane by lane: the components' exponents and weights in loops over the
+    # components (vectorised), then the sums in the components' order over the nonzero weights
+    n_comp = const.shape[0]
+    ex = scratch[0]
+    wt = scratch[1]
+    for lane in range(theta.shape[1]):
+        x0 = theta[0, lane]
+        x1 = theta[1, lane]
+        sq = x0 * x0 + x1 * x1
+        best = -np.inf
+        for j in range(n_comp):
+            e = const[j] - half_prec[j] * sq + lin[j, 0] * x0 + lin[j, 1] * x1
+            ex[j] = e
+            best = e if e > best else best
+        for j in range(n_comp):
+            t = ex[j] - best
+            wt[j] = _vexp(max(t, _FLOOR)) if t > _BLOCK_SKIP else 0.0
+        total = 0.0
+        g0 = 0.0
+        g1 = 0.0
+        for j in range(n_comp):
+            w = wt[j]
+            if w != 0.0:
+                total += w
+                c = w * 2.0 * half_prec[j]
+                g0 += c * (x0 - means[j, 0])
+                g1 += c * (x1 - means[j, 1])
+        out[0, lane] = g0 / total
+        out[1, lane] = g1 / total
 
 
 _ship_block(mixture_grad_u, mixture_grad_u_block)
