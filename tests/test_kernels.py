@@ -124,12 +124,24 @@ def test_blocks_of_steps_give_the_same_bits_as_one_call():
     assert all(np.array_equal(a, b) for a, b in zip(states[0], states[1], strict=True))
 
 
-def test_sgld_at_zero_temperature_is_exactly_gradient_descent():
+@pytest.mark.parametrize("stream", ["philox", "pcg64"])
+def test_sgld_at_zero_temperature_is_exactly_gradient_descent(stream):
+    # with Philox streams the chains run side by side with the target's block gradient, with PCG64
+    # streams one by one with its per-point gradient: each is gradient descent on its own, bit for bit
     target = targets.mixture_25()
-    result = sgsim.sample(target, "csgld", 300, seed=1, init=[0.7, -1.3], step_size=0.05, n_cycles=3, temperature=0.0)
+    result = sgsim.sample(target, "csgld", 300, seed=1, init=[0.7, -1.3], step_size=0.05, n_cycles=3, temperature=0.0,
+                          stream=stream)  # fmt: skip
+
+    def gradient(theta):
+        if stream == "pcg64":
+            return target.gradient(theta)
+        out = np.empty((2, 1))
+        target.grad_u_block(theta.reshape(2, 1).copy(), target.params, out, np.empty((8, 1)))
+        return out[:, 0]
+
     theta, expected = np.array([0.7, -1.3]), []
     for alpha in result.sample_stats["step_size"].values[0]:
-        theta = theta - alpha * target.gradient(theta)
+        theta = theta - alpha * gradient(theta)
         expected.append(theta)
     assert np.array_equal(result.posterior["theta"].values[0], np.array(expected))  # bit for bit
 
