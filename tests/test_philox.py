@@ -260,10 +260,11 @@ def test_a_chains_normals_do_not_depend_on_the_other_chains():
 
 @pytest.mark.skipif(not llvm.get_host_cpu_features().get("avx2", False), reason="this CPU lacks AVX2")
 def test_the_fill_loop_vectorises():
-    # compiled afresh: numba shows no IR of code loaded from its cache
-    fill = jit(cache=False)(philox.fill_normals.py_func)
+    # the loop over whole blocks, compiled afresh (numba shows no IR of code loaded from its cache)
+    fill = jit(cache=False)(philox._fill_blocks.py_func)
     out = np.empty(64)
-    fill(philox.states(1, np.array([0]))[0], 0, out)
+    k0, k1 = philox.key(1)
+    fill(out, np.uint64(0), 32, np.uint64(0), np.uint64(0), np.uint64(k0), np.uint64(k1))
     assert np.array_equal(out, philox.normals(1, 0, 0, 64))
     ir = fill.inspect_llvm(fill.signatures[0])
     assert "<4 x double>" in ir or "<8 x double>" in ir
