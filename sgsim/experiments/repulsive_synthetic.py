@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import targets
+from .._validate import ParameterError
 from ..sampling import sample
 from ..sweep import Cell, compute
 
@@ -97,11 +98,14 @@ def _quantity(name: str, theta: np.ndarray) -> np.ndarray:
     return np.exp(theta[..., 0]) if name == "MoE" else theta
 
 
-def synthetic_cell(name: str, method: str, seed: int) -> dict:
+def synthetic_cell(name: str, method: str, seed: int, normalise: bool = False) -> dict:
     """One run of Tables 2-3 (a sweep cell): the estimate of ``E[X]``, its error and the ESS.
 
     ``seconds`` (the run's sampling time, for ESS per second) is the one result that differs
     from machine to machine; every other value is the same bits wherever the cell runs.
+    ``normalise=True`` keeps SGLD+R's ``1/L`` (drift and noise divided by ``L``, the
+    paper's eq. 8 as written): at the same step the particles then move ``L`` times more slowly,
+    which is what the tables' comparison depends on.
     """
     import arviz as az
 
@@ -117,7 +121,7 @@ def synthetic_cell(name: str, method: str, seed: int) -> dict:
         res = sample(target, "sgld", n_steps, n_chains=n_part, **common)
         theta = res.posterior["theta"].values  # (L, 50, d): chains are the particles
     else:
-        res = sample(target, method, n_steps, n_particles=n_part, normalise=False, **common)
+        res = sample(target, method, n_steps, n_particles=n_part, normalise=bool(normalise), **common)
         theta = np.moveaxis(res.posterior["theta"].values[0], 1, 0)  # (L, 50, d)
     q = _quantity(name, theta)
     est = q.reshape(-1, q.shape[-1]).mean(axis=0) if q.ndim == 3 else np.array([q.mean()])
@@ -131,15 +135,23 @@ def synthetic_cell(name: str, method: str, seed: int) -> dict:
     }
 
 
-def run_synthetic(name: str, method: str, n_runs: int, seed: int) -> SyntheticRuns:
-    """``n_runs`` independent runs (seeds ``seed + r``) of ``"sgld"`` or ``"sgld_repulsive"``, as sweep cells."""
+def run_synthetic(name: str, method: str, n_runs: int, seed: int, normalise: bool = False) -> SyntheticRuns:
+    """``n_runs`` independent runs (seeds ``seed + r``) of ``"sgld"`` or ``"sgld_repulsive"``, as sweep cells.
+
+    ``normalise=True`` runs SGLD+R with its ``1/L`` (see :func:`synthetic_cell`); SGLD has none.
+    """
+    if normalise and method == "sgld":
+        raise ParameterError("normalise", "normalise=True applies to sgld_repulsive only (SGLD has no 1/L)")
     target = SETTINGS[name][0]()
     if name == "MoE":
         ez = target.extras["raw_moment_z"](1)
         target_var = target.extras["raw_moment_z"](2) - ez**2
     else:
         target_var = float(target.second_moment[0, 0])
-    cells = [Cell(synthetic_cell, {"name": name, "method": method}, seed + r) for r in range(n_runs)]
+    params: dict = {"name": name, "method": method}
+    if normalise:  # only then: the cells without it keep their descriptions (and stored results)
+        params["normalise"] = True
+    cells = [Cell(synthetic_cell, params, seed + r) for r in range(n_runs)]
     runs = compute(cells)
     return SyntheticRuns(
         name=name,
