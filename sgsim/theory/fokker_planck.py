@@ -30,7 +30,14 @@ This module makes those statements numerical:
   that mass is conserved to rounding, ``pi`` is stationary to rounding where ``D`` is
   diagonal, and the density approaches ``pi`` from any start it can reach;
 - :func:`svgd_two_particle_fixed_point`: the closed-form fixed point of two SVGD particles on a
-  Gaussian, which shows SVGD's variance underestimation.
+  Gaussian, which shows SVGD's variance underestimation; :func:`svgd_fixed_point` and
+  :func:`svgd_variance_shortfall`: the same for ``L`` particles, any bandwidth or the median,
+  solved numerically;
+- the median bandwidth, a function of the particles: :func:`median_fields` (drift and diffusion
+  of ``L`` particles in ``d`` dimensions at any states, with the median's derivative in
+  ``Gamma``), :func:`median_generator` (on a grid), :func:`median_regular` (where the median is
+  smooth) and :func:`local_residual` (the operator's stencil around given states only, for
+  state spaces too large for a grid).
 
 Units follow the paper: ``dz = -D grad H dt + ...`` at temperature 1 with time ``t``; a sampler
 with step ``epsilon`` in that paper's convention advances time by ``epsilon`` per step (the
