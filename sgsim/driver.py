@@ -283,9 +283,22 @@ def _count_kept(schedule: Schedule, burn_in: int, thin: int) -> int:
     return -(-seen // thin)
 
 
+# A target named by a string is built once per process: building one validates its arrays, which
+# costs as much as a short run. The entry keeps the constructor (a name registered anew is built
+# anew) and the target's fingerprint (arrays changed in place are seen, and the target rebuilt).
+_NAMED_TARGETS: dict = {}
+
+
 def _resolve_target(target):
     if isinstance(target, str):
-        return _targets.get(target)
+        factory = _targets.TARGETS.get(target)
+        hit = _NAMED_TARGETS.get(target)
+        if hit is not None and hit[0] is factory and hit[1].fingerprint() == hit[2]:
+            return hit[1]
+        built = _targets.get(target)
+        if factory is not None:
+            _NAMED_TARGETS[target] = (factory, built, built.fingerprint())
+        return built
     if not isinstance(target, _targets.Target):
         raise ParameterTypeError(
             "target",
@@ -530,8 +543,9 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         workers = min(n_threads, n_rep)
         lanes = _use_lanes(run)
         if lanes:
-            cached = cached_lane_loop(move or stay, update, target.grad_u_block, kept_row, type(consts))
-            loop = lane_loop(move or stay, update, kept_row) if cached is None else cached
+            shape = (d, buf.state.shape[1])
+            cached = cached_lane_loop(move or stay, update, target.grad_u_block, kept_row, type(consts), *shape)
+            loop = lane_loop(move or stay, update, kept_row, *shape) if cached is None else cached
         else:
             cached = cached_chain_loop(
                 move or stay, update, target.grad_u, target.stochastic_grad_u, kept_row, type(consts), philox

@@ -141,7 +141,13 @@ def cached_chain_loop(
 
 @functools.cache
 def cached_lane_loop(
-    move: Callable, update: Callable, grad_u_block: Callable, kept_row: int = 0, constants: type = tuple
+    move: Callable,
+    update: Callable,
+    grad_u_block: Callable,
+    kept_row: int = 0,
+    constants: type = tuple,
+    dim: int = 1,
+    n_state: int = 1,
 ) -> Callable | None:
     """The lane loop (:func:`~sgsim.integrators._loop.lane_loop`) of ``(move, update)`` for this block
     gradient, from an on-disk cached module; called like the in-memory loop with None for the
@@ -151,7 +157,7 @@ def cached_lane_loop(
         return None
     from ._loop import _lane_loop, loop_constants, stay
 
-    constants_ = loop_constants(kept_row, True, move is not stay)
+    constants_ = loop_constants(kept_row, True, move is not stay, dim, n_state)
     node, namespace = spliced(_lane_loop, {"_move": move, "_update": update}, constants_)
     origins = (_origin(move), _origin(update), _origin(constants))
     return _cached_module(

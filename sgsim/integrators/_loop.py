@@ -92,6 +92,9 @@ SPAN = 128
 LANES = 64
 # whether a lane loop's step has a move half to run (a compile-time constant: False for ``stay``)
 MOVES = True
+# a lane loop's state shape (n_state, d), compile-time constants
+NS = 1
+D = 1
 
 
 @jit(inline=True)
@@ -257,9 +260,11 @@ def _chain_loop(state, rngs, works, failed, grad_u, stochastic_grad_u, params, a
         copy_into(st, rngs[c])
 
 
-def loop_constants(kept_row=0, philox=False, moves=True) -> dict:
-    """The compile-time constants of a generated loop: its kept row, its stream scheme, its move half."""
-    return {"KEPT_ROW": int(kept_row), "PHILOX": bool(philox), "MOVES": bool(moves)}
+def loop_constants(kept_row=0, philox=False, moves=True, dim=1, n_state=1) -> dict:
+    """The compile-time constants of a generated loop: its kept row, its stream scheme, its move half,
+    and (for the lane loop) the state's shape.
+    """
+    return {"KEPT_ROW": int(kept_row), "PHILOX": bool(philox), "MOVES": bool(moves), "D": int(dim), "NS": int(n_state)}
 
 
 @functools.cache
@@ -277,7 +282,10 @@ def _lane_loop(state, rngs, works, failed, grad_u, grad_u_block, params, alpha, 
     # every lane in one call of the target's block gradient (its lane loops vectorised), each lane's
     # normals filled ahead from its Philox stream, the update half chain by chain. The steps, the
     # checks and the stores are those of _chain_loop, in the same order for each chain.
-    n_chains, n_state, d = state.shape
+    # the state's shape is compiled in, so that LLVM unrolls the loops over rows and coordinates
+    n_chains = state.shape[0]
+    n_state = NS
+    d = D
     nb = alpha.shape[0]
     sd, basis_t, rotate, any_noise, temps = noise
     w = min(LANES, n_chains)
@@ -385,11 +393,12 @@ def _lane_loop(state, rngs, works, failed, grad_u, grad_u_block, params, alpha, 
 
 
 @functools.cache
-def lane_loop(move, update, kept_row=0):
+def lane_loop(move, update, kept_row=0, dim=1, n_state=1):
     """The compiled lane loop of an independent-chain step (:func:`_lane_loop`, Philox streams and a
-    block gradient), with ``move`` and ``update`` written into it, once per combination and process.
+    block gradient), with ``move`` and ``update`` written into it and the state's shape ``(n_state,
+    dim)`` compiled in, once per combination and process.
     """
-    constants = loop_constants(kept_row, True, move is not stay)
+    constants = loop_constants(kept_row, True, move is not stay, dim, n_state)
     return splice(_lane_loop, {"_move": move, "_update": update}, jit(cache=False), constants)
 
 
