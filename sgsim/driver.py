@@ -602,6 +602,11 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     try:
         with _numba_threads(n_threads if parallel else numba.get_num_threads()), _blas_threads(alg.serial_blas):
             ahead = inputs(0) if starts else None
+            if pool is not None and ahead is not None:
+                # compiled here, on no replica, before the threads start: a loop compiled on a worker
+                # thread while this thread holds the import lock (a sampler run as a module is
+                # imported) waits for that lock to save numba's cache index, and this thread for it
+                advance(0, 0, *ahead[:1], *ahead[2:])
             for i in range(len(starts)):
                 assert ahead is not None
                 k0, k1, alpha, noise, store, inj = ahead

@@ -288,7 +288,7 @@ def _lane_loop(state, rngs, works, failed, grad_u, grad_u_block, params, alpha, 
     d = D
     nb = alpha.shape[0]
     sd, basis_t, rotate, any_noise, temps = noise
-    w = min(LANES, n_chains)
+    w = max(1, min(LANES, n_chains))
     x = np.empty((n_state, d))
     theta = x[0]
     kept = x[KEPT_ROW]
