@@ -29,7 +29,8 @@ this module alone knows ArviZ. Groups of the result:
     The arrays of the run's spec (``sgsim.spec``), when it has any.
 
 ArviZ 1.x (DataTree) needs Python >= 3.12; this module uses the 0.2x constructor, and the
-conversion is the body of :func:`to_inference_data` alone.
+conversion is the body of :func:`to_inference_data` alone (its groups are plain xarray
+Datasets, made from cached templates of their layout: see ``_dataset``).
 """
 
 from __future__ import annotations
