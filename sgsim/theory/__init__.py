@@ -1,6 +1,6 @@
 """Pure mathematics of the samplers: closed forms and exact laws. Imports no integrator."""
 
-from . import cycle_weights, fokker_planck, kl, nonconvex, ou
+from . import combination, cycle_weights, decaying, fokker_planck, kl, nonconvex, ou, tempering
 from .convergence import (
     AverageError,
     StepRestrictionWarning,
@@ -44,6 +44,9 @@ __all__ = [
     "fokker_planck",
     "nonconvex",
     "cycle_weights",
+    "decaying",
+    "combination",
+    "tempering",
     "ou",
     "kl",
     "sgld_scalar_stationary",
