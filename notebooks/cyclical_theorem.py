@@ -192,11 +192,17 @@ print("bound >= exact W2 at every step: all schedules, both constant sets, three
 # proportional to K, so the cSGLD bound grows like K, while the SGLD bound grows like
 # `log K`. The exact W2 does not grow. The theorem compares the two schedules at equal K; it
 # does not say that the bound tends to 0.
+#
+# The steps here (`alpha_0 = 0.2`, `h_0 = 1`) exceed the proof's step restriction
+# `min(1, m_U / (4 L_U^2)) = 1/16` ({ref}`theory-derived-constants`) on purpose, to keep the
+# configuration above, so the calls below pass `step_check="ignore"`: the values are the formula's,
+# which section 2 showed still lies above the exact W2 on this target.
 
 # %%
 ks = np.array([2_000, 20_000, 200_000, 2_000_000])
-cs_growth = np.array([csgld_bound(c_noise, ALPHA0, k // 200, k).total for k in ks])  # L_c = 200
-sg_growth = np.array([sgld_bound(c_noise, 1.0, k).total for k in ks])
+# alpha_0 = 0.2 and h_0 = 1 exceed the step limit 1/16 on purpose (see above): no StepRestrictionWarning
+cs_growth = np.array([csgld_bound(c_noise, ALPHA0, k // 200, k, step_check="ignore").total for k in ks])  # L_c = 200
+sg_growth = np.array([sgld_bound(c_noise, 1.0, k, step_check="ignore").total for k in ks])
 for k, a, b in zip(ks, cs_growth, sg_growth, strict=True):
     print(f"K = {k:>9,d}: cSGLD bound {a:10.4g}   SGLD (h0 = 1) bound {b:8.4g}")
 assert np.all(np.diff(cs_growth) > 0) and np.all(np.diff(sg_growth) > 0)
@@ -209,8 +215,8 @@ kl_exact = gaussian_kl(p.mean[-1], p.cov[-1], nu_mean, nu_cov)
 print(f"cSGLD at K: exact KL(mu_K || nu_S) = {kl_exact:.3g}, its bound {bounds['cSGLD alpha0=0.2']['kl'][-1]:.4g}")
 
 # the paper's printed sums (K alpha0 / 2, 3 alpha0^2 K / 8) are smaller than the exact ones
-printed = csgld_bound(c_noise, ALPHA0, M, K, exact_sums=False).total
-exact_sums = csgld_bound(c_noise, ALPHA0, M, K).total
+printed = csgld_bound(c_noise, ALPHA0, M, K, exact_sums=False, step_check="ignore").total
+exact_sums = csgld_bound(c_noise, ALPHA0, M, K, step_check="ignore").total
 print(f"cSGLD bound at K: printed sums {printed:.5g}, exact sums {exact_sums:.5g}")
 assert printed < exact_sums
 
