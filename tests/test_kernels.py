@@ -124,21 +124,27 @@ def test_blocks_of_steps_give_the_same_bits_as_one_call():
     assert all(np.array_equal(a, b) for a, b in zip(states[0], states[1], strict=True))
 
 
-@pytest.mark.parametrize("stream", ["philox", "pcg64"])
-def test_sgld_at_zero_temperature_is_exactly_gradient_descent(stream):
-    # with Philox streams the chains run side by side with the target's block gradient, with PCG64
-    # streams one by one with its per-point gradient: each is gradient descent on its own, bit for bit
-    target = targets.mixture_25()
-    result = sgsim.sample(target, "csgld", 300, seed=1, init=[0.7, -1.3], step_size=0.05, n_cycles=3, temperature=0.0,
-                          stream=stream)  # fmt: skip
+def _gradient_of(target, stream):
+    """The gradient a run's chains take: with Philox streams they run side by side with the target's
+    block gradient, with PCG64 streams one by one with its per-point gradient.
+    """
 
     def gradient(theta):
         if stream == "pcg64":
             return target.gradient(theta)
         out = np.empty((2, 1))
-        target.grad_u_block(theta.reshape(2, 1).copy(), target.params, out, np.empty((8, 1)))
+        target.grad_u_block(theta.reshape(2, 1).copy(), target.params, out, np.empty((8, 256)))
         return out[:, 0]
 
+    return gradient
+
+
+@pytest.mark.parametrize("stream", ["philox", "pcg64"])
+def test_sgld_at_zero_temperature_is_exactly_gradient_descent(stream):
+    target = targets.mixture_25()
+    result = sgsim.sample(target, "csgld", 300, seed=1, init=[0.7, -1.3], step_size=0.05, n_cycles=3, temperature=0.0,
+                          stream=stream)  # fmt: skip
+    gradient = _gradient_of(target, stream)
     theta, expected = np.array([0.7, -1.3]), []
     for alpha in result.sample_stats["step_size"].values[0]:
         theta = theta - alpha * gradient(theta)
@@ -146,16 +152,18 @@ def test_sgld_at_zero_temperature_is_exactly_gradient_descent(stream):
     assert np.array_equal(result.posterior["theta"].values[0], np.array(expected))  # bit for bit
 
 
-def test_sghmc_at_zero_temperature_is_exactly_momentum_sgd():
+@pytest.mark.parametrize("stream", ["philox", "pcg64"])
+def test_sghmc_at_zero_temperature_is_exactly_momentum_sgd(stream):
     target, eta = targets.mixture_25(), 0.3
     result = sgsim.sample(
         target, "csghmc", 300, seed=1, init=[0.7, -1.3], init_velocity=[0.01, 0.02], step_size=0.01,
-        n_cycles=3, temperature=0.0, friction=eta,
+        n_cycles=3, temperature=0.0, friction=eta, stream=stream,
     )  # fmt: skip
+    gradient = _gradient_of(target, stream)
     theta, v, expected = np.array([0.7, -1.3]), np.array([0.01, 0.02]), []
     for alpha in result.sample_stats["step_size"].values[0]:
         theta = theta + v
-        v = (1.0 - eta) * v - alpha * target.gradient(theta)
+        v = (1.0 - eta) * v - alpha * gradient(theta)
         expected.append(theta)
     assert np.array_equal(result.posterior["theta"].values[0], np.array(expected))
     assert np.array_equal(result.constant_data["final_velocity"].values[0], v)

@@ -14,7 +14,7 @@ import pytest
 from stats import check_gaussian_law
 
 import sgsim
-from sgsim import rng, schedules, targets, theory
+from sgsim import philox, schedules, targets, theory
 from sgsim._validate import ParameterError, ParameterTypeError
 
 torch = pytest.importorskip("torch")
@@ -65,9 +65,11 @@ def spine_schedule(n_steps=120):
 
 
 def spine_normals(schedule, seed, d=2):
-    """The standard normals chain 0 of ``sgsim.sample(seed=seed)`` uses: d per step with T > 0, none at T = 0."""
-    gen = rng.chain_generator(seed, 0)
-    return [gen.standard_normal(d) if t > 0 else None for t in schedule.temperature]
+    """The standard normals chain 0 of ``sgsim.sample(seed=seed)`` uses (its Philox stream): numbers
+    ``k d .. k d + d - 1`` at step ``k`` with T > 0, none at T = 0.
+    """
+    z = philox.normals(seed, 0, 0, d * schedule.n_steps).reshape(-1, d)
+    return [z[k] if t > 0 else None for k, t in enumerate(schedule.temperature)]
 
 
 def torch_path(opt, theta, schedule, normals, scale=1.0):

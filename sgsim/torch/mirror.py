@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import rng as _rng
+from .. import philox
 from .. import targets as _targets
 from .._validate import ParameterError, positive_float
 from ..algorithms import METHODS
@@ -123,16 +123,17 @@ def check_mirror(method: str, *, n_steps: int = 120, seed: int = 4, noise_scale:
     schedule = Schedule(made.step_size, made.temperature, made.stage, made.cycle)
     theta0 = np.array([1.0, 2.0])
     kernel = _run(target, method, schedule, seed, theta0, dyn_kw)
-    gen = _rng.chain_generator(seed, 0)
+    # chain 0's normals under the run's default (Philox) streams: step k's are numbers 2k, 2k + 1
+    normals = philox.normals(seed, 0, 0, 2 * schedule.n_steps).reshape(-1, 2)
     theta = torch.tensor(theta0, dtype=torch.float64, requires_grad=True)
     opt = mirror.optimizer([theta], lr=1.0, seed=0, **{k: dyn_kw[k] for k in mirror.options if k in dyn_kw})
     driver = ScheduleDriver(opt, schedule)
     p_t, b_t = torch.tensor(p), torch.tensor(b)
     path = []
-    for temperature in schedule.temperature:
+    for k, temperature in enumerate(schedule.temperature):
         opt.zero_grad()
         (0.5 * theta @ p_t @ theta - theta @ b_t).backward()
-        xi = gen.standard_normal(2) if temperature > 0 else None
+        xi = normals[k] if temperature > 0 else None
         driver.step(noise=None if xi is None else [torch.tensor(noise_scale * xi)])
         path.append(theta.detach().clone().numpy())
     got = np.array(path)
