@@ -24,7 +24,7 @@ additive gradient noise ``zeta ~ N(0, V)`` every iterate is Gaussian
   ``P^-1 c`` and its covariance is ``T`` times the ``T = 1`` covariance without gradient
   noise, plus the gradient-noise part (which the exploration steps, at ``T = 0``, still
   receive). The draws that cSGLD keeps (the sampling stage) are a mixture over phases of
-  Gaussians with this common mean; :attr:`PeriodicLaw.pooled_cov` is their covariance.
+  Gaussians with this common mean; ``PeriodicLaw.pooled_cov`` is their covariance.
 
 Units: [cSG]'s (drift ``alpha grad U``, injected noise variance ``2 alpha T``), as in
 :func:`sgsim.sample`. NumPy and SciPy only.
