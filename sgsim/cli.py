@@ -436,6 +436,11 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
         choices=["float32", "float64"],
         help="the GPU path's floating-point type (default: float32 on the GPU, float64 on the CPU)",
     )
+    run.add_argument(
+        "--stream",
+        choices=["philox", "pcg64"],
+        help="the steps' random streams: counter-based Philox (default where it applies) or PCG64",
+    )
     run.add_argument("--burn-in", type=int, default=0, metavar="B", help="initial steps whose draws are dropped")
     run.add_argument("--thin", type=int, default=1, metavar="T", help="keep every T-th collected draw")
     run.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -806,6 +811,7 @@ def _cmd_run(args, parser) -> int:
             progress=not args.quiet,
             backend=args.backend,
             precision=args.precision,
+            stream=args.stream,
             **options,
         )
     except DivergenceError as exc:
