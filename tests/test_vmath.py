@@ -17,7 +17,7 @@ import pytest
 
 from sgsim import _vmath as V
 from sgsim._jit import jit
-from sgsim._vmath import exp, log, sincos
+from sgsim._vmath import exp, exp_nonpositive, log, sincos
 
 N = 10**6
 BOUND = 1  # ulps, as the docstrings state
@@ -28,6 +28,12 @@ TINY = np.finfo(np.float64).tiny
 def _exp_loop(x, out):
     for i in range(x.shape[0]):
         out[i] = exp(x[i])
+
+
+@jit
+def _exp_nonpositive_loop(x, out):
+    for i in range(x.shape[0]):
+        out[i] = exp_nonpositive(x[i])
 
 
 @jit
@@ -88,6 +94,16 @@ def test_exp_is_within_one_ulp_of_libm():
     # subnormal results: an ulp there is the smallest subnormal, still within one
     x = rng.uniform(-745.1, -708.4, 10**5)
     _assert_within_ulps(_apply(_exp_loop, x), _libm(math.exp, x), BOUND, "exp, subnormal results")
+
+
+def test_exp_nonpositive_has_exps_bits_on_its_range_and_not_beyond():
+    # one factor 2^n where exp applies two: exact while the result is normal, i.e. for x >= -708
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rng.uniform(-708.0, 0.0, N), -_log_uniform(rng, 1e-300, 708.0, N, signed=False), [0.0, -708.0]])
+    assert np.array_equal(_apply(_exp_nonpositive_loop, x), _apply(_exp_loop, x))
+    # negative control: below the range (subnormal results) the one factor is no longer a normal double
+    low = np.linspace(-744.0, -709.0, 200)
+    assert not np.array_equal(_apply(_exp_nonpositive_loop, low), _apply(_exp_loop, low))
 
 
 def test_exp_overflows_and_underflows_as_libm():

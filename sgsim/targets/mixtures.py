@@ -27,7 +27,7 @@ import numpy as np
 
 from .._jit import jit
 from .._validate import ParameterError, finite_array, finite_values
-from .._vmath import exp as _vexp
+from .._vmath import exp_nonpositive as _vexp
 from ._base import Target, _ship_block, factory
 
 _SKIP = -40.0
