@@ -93,6 +93,28 @@ _E13 = 1.0 / 6227020800.0
 
 
 @jit(inline=True)
+def _exp_reduced(x):
+    # x = n ln 2 + r: (e^r, n), e^r by the degree-13 Taylor polynomial (x of magnitude below 746)
+    k = x * _LOG2E + _SHIFT
+    nf = k - _SHIFT
+    n = _as_int(k) - _SHIFT_BITS
+    r = (x - nf * _LN2_HI) - nf * _LN2_LO
+    p = _E12 + r * _E13
+    p = _E11 + r * p
+    p = _E10 + r * p
+    p = _E9 + r * p
+    p = _E8 + r * p
+    p = _E7 + r * p
+    p = _E6 + r * p
+    p = _E5 + r * p
+    p = _E4 + r * p
+    p = _E3 + r * p
+    p = _E2 + r * p
+    y = 1.0 + (r + (r * r) * p)
+    return y, n
+
+
+@jit(inline=True)
 def exp(x):
     """``e ** x`` for a double ``x``, in branch-free arithmetic that vectorises.
 
@@ -115,23 +137,7 @@ def exp(x):
         it differs by at most 1 ulp for normal results; subnormal results (``x < -708.4``) differ
         by at most 1 unit of the smallest subnormal.
     """
-    x = min(max(x, _EXP_LO), _EXP_HI)
-    k = x * _LOG2E + _SHIFT
-    nf = k - _SHIFT
-    n = _as_int(k) - _SHIFT_BITS
-    r = (x - nf * _LN2_HI) - nf * _LN2_LO
-    p = _E12 + r * _E13
-    p = _E11 + r * p
-    p = _E10 + r * p
-    p = _E9 + r * p
-    p = _E8 + r * p
-    p = _E7 + r * p
-    p = _E6 + r * p
-    p = _E5 + r * p
-    p = _E4 + r * p
-    p = _E3 + r * p
-    p = _E2 + r * p
-    y = 1.0 + (r + (r * r) * p)
+    y, n = _exp_reduced(min(max(x, _EXP_LO), _EXP_HI))
     # 2^n as 2^h 2^(n - h): each factor a normal double for every n in [-1077, 1025]
     h = n >> 1
     a = _as_float((h + _EXP_BIAS) << 52)
@@ -149,22 +155,7 @@ def exp_nonpositive(x):
     taken relative to the largest one and floored: every argument lies in ``[-600, 0]``.
     Outside the range the result is meaningless.
     """
-    k = x * _LOG2E + _SHIFT
-    nf = k - _SHIFT
-    n = _as_int(k) - _SHIFT_BITS
-    r = (x - nf * _LN2_HI) - nf * _LN2_LO
-    p = _E12 + r * _E13
-    p = _E11 + r * p
-    p = _E10 + r * p
-    p = _E9 + r * p
-    p = _E8 + r * p
-    p = _E7 + r * p
-    p = _E6 + r * p
-    p = _E5 + r * p
-    p = _E4 + r * p
-    p = _E3 + r * p
-    p = _E2 + r * p
-    y = 1.0 + (r + (r * r) * p)
+    y, n = _exp_reduced(x)
     return y * _as_float((n + _EXP_BIAS) << 52)
 
 
