@@ -104,7 +104,7 @@ class Run:
         ``target`` (its gradient estimator); results record this one.
     stream : str
         The random streams' scheme: ``"philox"`` (counter-based, :mod:`sgsim.philox`) or
-        ``"pcg64"`` (:mod:`sgsim.rng`); see :func:`stream_scheme`.
+        ``"pcg64"`` (:mod:`sgsim.rng`); see ``stream_scheme`` in this module.
     """
 
     target: _targets.Target

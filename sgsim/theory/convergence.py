@@ -623,7 +623,7 @@ def theorem1_terms(
         The largest step of the sequence, > 0. Not given: no check, ``within_hypotheses=True``.
     step_check : {"warn", "raise", "ignore"}
         What to do when ``max_step > constants.step_limit``: a :class:`StepRestrictionWarning`
-        (default), a :class:`~sgsim._validate.ParameterError` naming ``step_size``, or nothing.
+        (default), a ``ParameterError`` naming ``step_size``, or nothing.
         In every case ``within_hypotheses`` is False and the terms are the formula's value,
         which the proof then does not support.
 
