@@ -104,7 +104,7 @@ class Run:
         ``target`` (its gradient estimator); results record this one.
     stream : str
         The random streams' scheme: ``"philox"`` (counter-based, :mod:`sgsim.philox`) or
-        ``"pcg64"`` (:mod:`sgsim.rng`); see ``stream_scheme`` in this module.
+        ``"pcg64"`` (``sgsim.rng``); see ``stream_scheme`` in this module.
     """
 
     target: _targets.Target
@@ -482,7 +482,7 @@ def stream_scheme(run: Run, stream, backend: str = "cpu") -> str:
     (:mod:`sgsim.philox`), the GPU path's, so that a CPU run and a GPU run of one seed draw the
     same normals chain by chain; it applies to independent chains whose target draws no random
     numbers of its own (no minibatches, no emulated gradient noise). ``"pcg64"``: the PCG64
-    streams of :mod:`sgsim.rng` (every run before the counter-based streams; interacting
+    streams of ``sgsim.rng`` (every run before the counter-based streams; interacting
     ensembles and targets with stochastic gradients always).
     """
     target = run.target

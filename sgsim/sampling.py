@@ -188,7 +188,7 @@ def sample(
         counter-based Philox4x32-10 streams (:mod:`sgsim.philox`), normal ``k d + i`` of chain
         ``c`` a fixed function of ``(seed, c, k d + i)``, the same on the CPU and the GPU path
         (in float64, to the last bits of the logarithm and sine). ``"pcg64"``: a PCG64 stream
-        per chain with NumPy's ziggurat (:mod:`sgsim.rng`), what every run used before, what
+        per chain with NumPy's ziggurat (``sgsim.rng``), what every run used before, what
         interacting ensembles and targets that draw minibatches or gradient noise use (the
         default for them), and what a result file without a recorded scheme replays with.
         Initial points are drawn from PCG64 streams under either. Recorded in
