@@ -18,17 +18,29 @@ build does not redo every page.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from docutils import nodes
+from sgsim_run import (
+    RunValueError,
+    describe_extras,
+    extras_present,
+    lookup,
+    missing_imports,
+    parse_report,
+    run_stamp,
+    skipped_sections,
+)
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
+from sphinx.util.docutils import SphinxRole
 
 logger = logging.getLogger(__name__)
 
@@ -82,19 +94,12 @@ def copy_notebooks() -> list[str]:
 # --------------------------------------------------------------------------- gallery
 
 
-def _sources_hash() -> str:
-    h = hashlib.sha256()
-    for folder in ("sgsim", "paper_figures"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            h.update(str(path.relative_to(ROOT)).encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def _run_reproduce() -> Path:
     out = DOCS / "_build" / "reproduce"
     stamp = out / "sources.sha"
-    digest = _sources_hash()
+    # the sources and the optional modules present: a run made without torch is not reused
+    # once torch is installed (its network sections were skipped)
+    digest = run_stamp(ROOT)
     manifest = out / "figures.json"
     if manifest.exists() and stamp.exists() and stamp.read_text() == digest:
         if json.loads(manifest.read_text()).get("status") == "complete":
@@ -115,6 +120,22 @@ def _myst_text(text: str) -> str:
     return " ".join(text.split())
 
 
+def _extras_note(report: str) -> list[str]:
+    """What the run had of the optional extras: the modules of this build, and the sections skipped."""
+    lines = [f"Optional modules where this site was built: {describe_extras(extras_present())}."]
+    skipped = skipped_sections(report)
+    if skipped:
+        lines[0] += " The run skipped, for want of them:"
+        lines += [""] + [f"- {title} (needs `{module}`)" for title, module in skipped]
+        lines += [
+            "",
+            "Install the extras (the {ref}`installation page <guide-installation>`) and build again to include them.",
+        ]
+    else:
+        lines[0] += " The run skipped no section."
+    return lines
+
+
 def build_gallery() -> None:
     """Write ``docs/gallery/``: the figures, a gallery page and the report page."""
     given = os.environ.get("SGSIM_DOCS_FIGURES")
@@ -125,6 +146,7 @@ def build_gallery() -> None:
             f"{manifest_path} not found: SGSIM_DOCS_FIGURES must name a `sgsim reproduce --out` folder"
         )
     manifest = json.loads(manifest_path.read_text())
+    report = (src / "report.md").read_text()
     dst = DOCS / "gallery"
     lines = [
         "(gallery)=",
@@ -134,6 +156,8 @@ def build_gallery() -> None:
         f"(seed {manifest['seed']}, {manifest['mode'].split()[0]} mode). The numbers behind them, beside the",
         "papers' own, are in {doc}`the run's report <report>`; {ref}`the paper pages <papers>` say",
         "how to regenerate each one at the papers' budgets.",
+        "",
+        *_extras_note(report),
         "",
         "```{toctree}",
         ":hidden:",
@@ -163,7 +187,6 @@ def build_gallery() -> None:
     if missing:
         raise ExtensionError(f"figures without a caption (Section.captions): {', '.join(missing)}")
     _write(dst / "index.md", "\n".join(lines))
-    report = (src / "report.md").read_text()
     _write(dst / "report.md", "(report)=\n" + report)
 
 
@@ -215,14 +238,91 @@ def build_assumption1_table() -> None:
     _write(DOCS / "theory" / "generated" / "assumption1.txt", text + "\n")
 
 
+# --------------------------------------------------------------------------- execution: fail early, say why
+
+
+def check_page_imports() -> None:
+    """Refuse to start a build whose executed pages import a module this environment lacks.
+
+    Without this the build ran for half an hour (the gallery's run, the other pages) before
+    the first such page failed, with its cause in a temporary log.
+    """
+    if os.environ.get("SGSIM_DOCS_EXECUTE", "").lower() == "off":
+        return
+    missing = missing_imports(DOCS)
+    if missing:
+        listed = "; ".join(f"{page} imports {module}" for page, module in missing)
+        raise ExtensionError(
+            f"the executed pages need modules this environment lacks ({listed}). Install the docs extra, "
+            'CPU build of torch first: pip install torch==2.13.0 && pip install -e ".[docs]" '
+            "(or set SGSIM_DOCS_EXECUTE=off for a draft without outputs)"
+        )
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def check_executions(app: Sphinx, env) -> None:
+    """Fail the build, with each failing cell's traceback, if a page's execution failed.
+
+    MyST-NB's own ``nb_execution_raise_on_error`` raises an ``ExecutionError`` that names only the
+    page, its cause left in a temporary log; conf.py lets MyST-NB warn with the traceback instead
+    (``nb_execution_show_tb``), and this handler makes the failure fatal, with or without ``-W``.
+    """
+    failed = []
+    for docname, data in sorted(getattr(env, "nb_metadata", {}).items()):
+        exec_data = data.get("exec_data") if isinstance(data, dict) else None
+        if exec_data and not exec_data.get("succeeded", True):
+            tb = _ANSI.sub("", exec_data.get("traceback") or exec_data.get("error") or "")
+            failed.append(f"--- {env.doc2path(docname)}:\n{tb.strip()}")
+    if failed:
+        raise ExtensionError(f"{len(failed)} executed page(s) failed:\n" + "\n".join(failed))
+
+
 def _builder_inited(app: Sphinx) -> None:
+    check_page_imports()
     copy_notebooks()
     build_gallery()
     build_methods_table()
     build_assumption1_table()
 
 
+# --------------------------------------------------------------------------- quoted values
+
+_REPORT = DOCS / "gallery" / "report.md"
+_parsed: dict[float, dict] = {}
+
+
+def _report_tables() -> dict:
+    mtime = _REPORT.stat().st_mtime
+    if mtime not in _parsed:
+        _parsed.clear()
+        _parsed[mtime] = parse_report(_REPORT.read_text())
+    return _parsed[mtime]
+
+
+class RunValue(SphinxRole):
+    """``{run}`SECTION#ROW[#COLUMN[#REGEX]]```: a value of the run this site is built with.
+
+    The value is read from that run's report (``docs/gallery/report.md``, written by
+    :func:`build_gallery`), so a page quotes what the run gave, never a number typed by hand; a
+    value the report lacks is a warning (an error under ``-W``). See ``sgsim_run.lookup``.
+    """
+
+    def run(self):
+        """The value, as inline text (the page re-read whenever the report changes)."""
+        self.env.note_dependency(str(_REPORT))
+        try:
+            value = lookup(_report_tables(), self.text)
+        except (RunValueError, OSError) as exc:
+            logger.warning(f"[sgsim] {exc}", location=self.get_location(), type="sgsim", subtype="run-value")
+            value = "(missing)"
+        return [nodes.inline(self.rawtext, value, classes=["sgsim-run-value"])], []
+
+
 def setup(app: Sphinx) -> dict:
     """Register the page generators."""
     app.connect("builder-inited", _builder_inited)
+    app.connect("env-updated", check_executions)
+    app.add_role("run", RunValue())
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
