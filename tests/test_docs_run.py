@@ -75,6 +75,7 @@ def test_lookup_reads_cells_columns_and_parts_of_notes():
     spec = r"sgdvi_fig6_vem#lambda selected by VEM, Theorem 1's rate#note#limit (\S+)"
     assert run.lookup(tables, spec) == "9.09"
     assert run.lookup(tables, "@#seed") == "2020"
+    assert run.lookup(tables, "repulsive_tables23_synthetic#~ESS/s") == "3.63e+04"  # a row by a pattern
     assert run.lookup(tables, r"@#mode##^(\w+)") == "quick"
 
 
@@ -87,6 +88,7 @@ def test_lookup_reads_cells_columns_and_parts_of_notes():
         "cyclical_table4_coverage#SGLD",  # the section was not run
         r"sgdvi_fig6_vem#lambda selected by VEM, Theorem 1's rate##^(\d+)",  # "diverged" is no number
         "repulsive_tables23_synthetic",  # no row named
+        "repulsive_tables23_synthetic#~MoE SGLD",  # a pattern that finds two rows of different values
     ],
 )
 def test_lookup_refuses_what_the_run_did_not_write(spec):
@@ -196,3 +198,31 @@ def test_a_failed_execution_fails_the_build_with_its_traceback():
         docs_ext.check_executions(None, Env())
     Env.nb_metadata.pop("guide/torch")
     docs_ext.check_executions(None, Env())  # control: all succeeded, no error
+
+
+def _typed_results(page: str) -> list[str]:
+    """Cells of the sgsim columns of a page's "Reproduced values" tables that hold a typed number."""
+    body = page.split("## Reproduced values", 1)[-1].split("\n## ", 1)[0] if "## Reproduced values" in page else ""
+    typed, header = [], None
+    for line in body.splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+        elif not set(line) <= set("|-: "):
+            for name, cell in zip(header, cells, strict=False):
+                if "sgsim" in name and re.search(r"\d", re.sub(r"\{run\}`[^`]*`|\$[^$]*\$", "", cell)):
+                    typed.append(cell)
+    return typed
+
+
+def test_the_paper_pages_quote_the_run_and_type_no_result():
+    pages = sorted((ROOT / "docs" / "papers").glob("*.md"))
+    assert len(pages) >= 3
+    for page in pages:
+        assert _typed_results(page.read_text()) == [], page.name
+    # control: a typed number in an sgsim column is found
+    typed = "## Reproduced values\n\n| quantity | paper | sgsim |\n|---|---|---|\n| error | 0.39 | 0.142 ± 0.023 |\n"
+    assert _typed_results(typed) == ["0.142 ± 0.023"]

@@ -259,6 +259,7 @@ def check_page_imports() -> None:
         )
 
 
+_CELL_ERROR = "An error occurred while executing the following cell"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -274,6 +275,8 @@ def check_executions(app: Sphinx, env) -> None:
         exec_data = data.get("exec_data") if isinstance(data, dict) else None
         if exec_data and not exec_data.get("succeeded", True):
             tb = _ANSI.sub("", exec_data.get("traceback") or exec_data.get("error") or "")
+            # the cell and its error, without the frames of the executor that ran it
+            tb = tb[tb.find(_CELL_ERROR) :] if _CELL_ERROR in tb else tb
             failed.append(f"--- {env.doc2path(docname)}:\n{tb.strip()}")
     if failed:
         raise ExtensionError(f"{len(failed)} executed page(s) failed:\n" + "\n".join(failed))

@@ -6,8 +6,9 @@ Plain Python (no Sphinx), so that the tests import it without the ``docs`` extra
   section (the registry name printed under each title), every Markdown table with its header.
   The rows before the first section (mode, seed, total time, ...) form the section ``@``.
 - :func:`lookup` answers one quoted value, ``SECTION#ROW[#COLUMN[#REGEX]]``: the cell of the row
-  whose first cell is ``ROW``, in ``COLUMN`` (by default ``ours``, or the second column of a table
-  without one); ``REGEX`` keeps a part of the cell (its first group, else the whole match). A
+  whose first cell is ``ROW`` (``~PATTERN``: the row whose first cell the regular expression
+  finds), in ``COLUMN`` (by default ``ours``, or the second column of a table without one);
+  ``REGEX`` keeps a part of the cell (its first group, else the whole match). A
   value that is missing, ambiguous or unmatched raises :class:`RunValueError`: a page never
   shows a number the run did not write.
 - :func:`extras_present` and :func:`run_stamp`: the optional modules that decide which sections
@@ -73,6 +74,12 @@ def parse_report(text: str) -> dict[str, list[Table]]:
     return sections
 
 
+def _row_matches(row: str, first_cell: str) -> bool:
+    # "~REGEX" finds a row by a search in its first cell: for labels that hold a "|" (which a
+    # Markdown table cell of the page cannot) or that are too long to repeat
+    return bool(re.search(row[1:], first_cell)) if row.startswith("~") else first_cell == row
+
+
 def lookup(sections: dict[str, list[Table]], spec: str) -> str:
     """The value ``SECTION#ROW[#COLUMN[#REGEX]]`` of a parsed report (see the module's docstring)."""
     parts = spec.split("#", 3)
@@ -93,7 +100,7 @@ def lookup(sections: dict[str, list[Table]], spec: str) -> str:
         else:
             j = names.index("ours") if "ours" in names else 1
         for cells in rows:
-            if cells and cells[0] == row and j < len(cells):
+            if cells and _row_matches(row, cells[0]) and j < len(cells):
                 found.append(cells[j])
     if not found:
         where = f" in column {column!r}" if column else ""
