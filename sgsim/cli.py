@@ -760,7 +760,7 @@ def _cmd_run(args, parser) -> int:
     from . import schedules
     from .diagnostics import ball_probability, expected_mode_coverage, mode_coverage, moment_errors
     from .integrators import get_method
-    from .io import atomic_savefig, write_result
+    from .io import NoSpaceError, atomic_savefig, write_result
     from .sampling import DivergenceError, sample
     from .targets import get as get_target
 
@@ -824,15 +824,22 @@ def _cmd_run(args, parser) -> int:
     # a previous run's figure and manifest go first: a kill between the writes below never
     # leaves the new result beside an old figure, and manifest.json, written last, lists the
     # files of a complete run (with their SHA-256)
+    # The free space is checked as the result is written, for its exact encoded size: compression
+    # makes that size unknown before sampling, and no bound on it below the uncompressed bytes is
+    # certain, so a check before sampling could refuse a result that fits.
     for stale in (_MANIFEST, "density.png"):
         (out / stale).unlink(missing_ok=True)
-    result = write_result(idata, out / "result.nc")
-    written = [str(result)]
     has_draws = "posterior" in idata.groups()
-    if has_draws:
-        fig = density_figure(idata, target)
-        written.append(str(atomic_savefig(fig, out / "density.png", dpi=110)))
-    _write_manifest(out, [Path(w) for w in written], idata.attrs["seed"])
+    try:
+        result = write_result(idata, out / "result.nc")
+        written = [str(result)]
+        if has_draws:
+            fig = density_figure(idata, target)
+            written.append(str(atomic_savefig(fig, out / "density.png", dpi=110)))
+        _write_manifest(out, [Path(w) for w in written], idata.attrs["seed"])
+    except NoSpaceError as exc:
+        print(f"sgsim run: error: {exc.strerror} (the run is not saved: {out} holds no manifest)", file=sys.stderr)
+        return 1
     wall = time.perf_counter() - t0
     seed = idata.attrs["seed"]
     ensembles = f" of {args.n_particles} particles" if args.n_particles else ""

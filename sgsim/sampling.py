@@ -38,7 +38,16 @@ from .integrators import ORIGINS as METHOD_ORIGINS
 from .results import RunOutput, to_inference_data
 from .schedules import from_description
 
-__all__ = ["sample", "replay", "DivergenceError", "Run", "prepare", "run_chain", "PARALLEL_PARTICLES"]
+__all__ = [
+    "sample",
+    "replay",
+    "DivergenceError",
+    "ReplayMismatchError",
+    "Run",
+    "prepare",
+    "run_chain",
+    "PARALLEL_PARTICLES",
+]
 
 
 class DivergenceError(FloatingPointError):
@@ -572,12 +581,12 @@ def _replay_method(spec: _spec.RunSpec, allow: tuple[str, ...]) -> str:
     return name
 
 
-def replay(source, *, target=None, allow=(), n_threads=None, progress=False):
+def replay(source, *, target=None, allow=(), on_mismatch="raise", n_threads=None, progress=False):
     """Run again the run that produced ``source``, bit for bit.
 
     Parameters
     ----------
-    source : str, path-like or arviz.InferenceData
+    source : str, path-like, arviz.InferenceData or xarray.DataTree
         A result file written by :func:`sgsim.io.write_result` (or ``sgsim run``), or a result.
     target : Target, optional
         The target to use instead of rebuilding it from the recorded spec: needed for a
@@ -589,6 +598,10 @@ def replay(source, *, target=None, allow=(), n_threads=None, progress=False):
         file names these itself, and importing or calling them runs their code, so replay
         imports nothing outside sgsim unless it is named here (or, for a sampler, already
         registered in this process); otherwise it says what the file asks for.
+    on_mismatch : {"raise", "warn"}
+        What to do when the replayed draws differ from the recorded ones (see Notes):
+        raise :class:`~sgsim.sampling.ReplayMismatchError` (which holds the new result), or warn and
+        return it.
     n_threads : int, optional
         Threads; never changes the result.
     progress : bool
@@ -596,14 +609,38 @@ def replay(source, *, target=None, allow=(), n_threads=None, progress=False):
 
     Returns
     -------
-    arviz.InferenceData
-        The new result, whose draws equal the recorded ones bit for bit.
+    arviz.InferenceData or xarray.DataTree
+        The new result (as :func:`sample` returns it), whose draws equal the recorded ones bit for bit.
 
     Raises
     ------
     ValueError
         If the target cannot be rebuilt (built by hand and not given), or the rebuilt or given
         target differs from the one sampled.
+    sgsim.io.ResultFileError
+        If the file is not an intact result (:func:`sgsim.io.read_result`), records no run spec
+        that this version can read (a file written before run specs, or by a later version),
+        or was written by another sgsim version and cannot be rerun here; the message names
+        the version that wrote it.
+    sgsim.sampling.ReplayMismatchError
+        If the replayed draws differ from the recorded ones (``on_mismatch="raise"``).
+
+    Warns
+    -----
+    UserWarning
+        If the result was written by another sgsim version than the one running (both named).
+
+    Notes
+    -----
+    Every array of the result (draws, sampler statistics, initial points, moments) is compared
+    with the recorded one after the run. A CPU result must come back bit for bit. A GPU result
+    (``backend="gpu"`` or ``"gpu-host"``) comes back bit for bit on the same device and
+    compiler, and elsewhere to the rounding of the device's exponential, logarithm and sine,
+    which a chain carries forward: there each value may differ from the recorded one by
+    ``1e-9`` (float64 chains) or ``1e-4`` (float32 chains) times ``max(1, |value|)``. A
+    difference beyond that is reported with where it first occurs (group, variable, chain,
+    draw, coordinate), the largest absolute difference and the versions that wrote and
+    replayed the result.
 
     Examples
     --------
@@ -617,17 +654,65 @@ def replay(source, *, target=None, allow=(), n_threads=None, progress=False):
     A result file works the same way: ``sgsim.replay("run.nc")`` reads it with
     :func:`sgsim.io.read_result` and reruns it.
     """
+    from . import __version__
+    from .io import ResultFileError, read_result
+
+    if on_mismatch not in ("raise", "warn"):
+        raise ParameterError("on_mismatch", f"on_mismatch must be 'raise' or 'warn', got {on_mismatch!r}")
+    allow = _check_allow(allow)
+    path = None
     if hasattr(source, "attrs") and hasattr(source, "groups"):
         idata = source
     else:
-        from .io import read_result
-
+        path = source
         idata = read_result(source)
+    spec, written_by = _recorded_spec(idata, path)
+    try:
+        again = _rerun(spec, target, allow, n_threads, progress)
+    except (ValueError, TypeError) as exc:
+        if written_by == __version__:
+            raise
+        by = written_by or "(version not recorded)"
+        raise ResultFileError(path, f"written by sgsim {by}, cannot be replayed by sgsim {__version__}: {exc}") from exc
+    _compare_replay(idata, again, spec, path, written_by, on_mismatch)
+    return again
+
+
+def _recorded_spec(idata, path) -> tuple[_spec.RunSpec, str | None]:
+    """The run spec a result records, and the sgsim version that wrote it (warned of if not this one)."""
+    from . import __version__
+    from .io import ResultFileError
+
+    written_by = idata.attrs.get("sgsim_version")
+    written_by = None if written_by is None else str(written_by)
+    by = f"sgsim {written_by}" if written_by else "a version of sgsim that did not record itself"
+    config = idata.attrs.get("sgsim_config")
+    if config is None:
+        raise ResultFileError(
+            path, f"records no run spec (attribute sgsim_config), so it cannot be replayed; written by {by}"
+        )
     arrays = {}
     if "run_spec" in idata.groups():
         arrays = {name: idata["run_spec"][name].values for name in idata["run_spec"].data_vars}
-    spec = _spec.decode(idata.attrs["sgsim_config"], arrays)
-    allow = _check_allow(allow)
+    try:
+        spec = _spec.decode(config, arrays)
+    except ValueError as exc:
+        raise ResultFileError(
+            path, f"cannot be replayed by sgsim {__version__}: {exc}; the file was written by {by}"
+        ) from None
+    if written_by != __version__:
+        where = "the result" if path is None else f"result file {path}"
+        warnings.warn(
+            f"{where} was written by {by} and is replayed by sgsim {__version__}: the draws may differ where the "
+            "versions' samplers differ",
+            UserWarning,
+            stacklevel=3,
+        )
+    return spec, written_by
+
+
+def _rerun(spec: _spec.RunSpec, target, allow: tuple[str, ...], n_threads, progress):
+    """Run ``spec`` again, on its target rebuilt (imports only as ``allow`` permits) or on ``target``."""
     method = _replay_method(spec, allow)
     rebuilt = target is None
     if target is None:
@@ -680,3 +765,101 @@ def replay(source, *, target=None, allow=(), n_threads=None, progress=False):
         on_divergence="mark",
         **options,
     )
+
+
+class ReplayMismatchError(ValueError):
+    """A replay whose draws differ from the recorded ones.
+
+    Attributes
+    ----------
+    result : arviz.InferenceData or xarray.DataTree
+        The new result.
+    group, variable : str
+        Where the first difference lies.
+    index : dict
+        The position of the first difference, by dimension (``{"chain": 1, "draw": 37, "dim": 0}``).
+    max_abs_diff : float
+        The largest absolute difference in that variable (inf where one value is not finite
+        and the other differs).
+    """
+
+    def __init__(self, message: str, result, group: str, variable: str, index: dict, max_abs_diff: float):
+        super().__init__(message)
+        self.result = result
+        self.group = group
+        self.variable = variable
+        self.index = index
+        self.max_abs_diff = max_abs_diff
+
+
+def _replay_tolerance(spec: _spec.RunSpec) -> float:
+    # relative to max(1, |value|): see replay's Notes (the CPU kernels are deterministic to the bit)
+    if spec.backend == "cpu":
+        return 0.0
+    return 1e-4 if spec.precision == "float32" else 1e-9
+
+
+def _differ(old: np.ndarray, new: np.ndarray, tol: float) -> np.ndarray:
+    """Where ``new`` differs from ``old``: bitwise (NaN equal to NaN), or beyond ``tol`` relative."""
+    if old.dtype.kind not in "fc" and new.dtype.kind not in "fc":
+        return old != new
+    both_nan = np.isnan(old) & np.isnan(new)
+    if tol == 0.0:
+        return (old != new) & ~both_nan
+    with np.errstate(invalid="ignore"):
+        far = ~(np.abs(new - old) <= tol * np.maximum(1.0, np.abs(old)))
+    return far & ~both_nan
+
+
+def _compare_replay(recorded, again, spec: _spec.RunSpec, path, written_by, on_mismatch: str) -> None:
+    """Compare every recorded array with the replay's; raise or warn at the first that differs."""
+    from . import __version__
+
+    tol = _replay_tolerance(spec)
+    new_groups = set(again.groups())
+    problem = None
+    for group in recorded.groups():
+        if group == "run_spec":
+            continue
+        for name, var in recorded[group].data_vars.items():
+            if group not in new_groups or name not in again[group].data_vars:
+                problem = (group, name, {}, np.inf, "the replay has no such variable")
+                break
+            old, new = np.asarray(var.values), np.asarray(again[group][name].values)
+            if old.shape != new.shape:
+                problem = (group, name, {}, np.inf, f"shape {new.shape} replayed, {old.shape} recorded")
+                break
+            bad = _differ(old, new, tol)
+            if not bad.any():
+                continue
+            first = np.unravel_index(int(np.argmax(bad)), old.shape)
+            index = {str(d): int(i) for d, i in zip(var.dims, first, strict=True)}
+            with np.errstate(invalid="ignore"):
+                diff = np.abs(new.astype(float) - old.astype(float))[bad]
+            worst = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
+            where = ", ".join(f"{d} {i}" for d, i in index.items())
+            problem = (
+                group,
+                name,
+                index,
+                worst,
+                f"{int(bad.sum()):,} of {bad.size:,} values differ, the first at ({where}): "
+                f"{old[first].item()!r} recorded, {new[first].item()!r} replayed; largest difference {worst:.3g}",
+            )
+            break
+        if problem is not None:
+            break
+    if problem is None:
+        return
+    group, name, index, worst, detail = problem
+    what = "the result" if path is None else f"result file {path}"
+    expected = "bit for bit" if tol == 0.0 else f"within {tol:g} x max(1, |value|) ({spec.backend}, {spec.precision})"
+    versions = f"written by sgsim {written_by or '(version not recorded)'}, replayed by sgsim {__version__}"
+    message = (
+        f"the replay of {what} differs from the recording ({expected} expected) in {group}.{name}: {detail} "
+        f"({versions})"
+    )
+    if on_mismatch == "warn":
+        warnings.warn(message, UserWarning, stacklevel=3)
+        return
+    raise ReplayMismatchError(message, again, group, name, index, worst)

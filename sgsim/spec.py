@@ -12,7 +12,7 @@ arrays (a preconditioner matrix, a data set given as arrays, explicit initial po
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -111,10 +111,33 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> RunSpec:
-        """The inverse of :meth:`to_dict`."""
+        """The inverse of :meth:`to_dict`.
+
+        Raises
+        ------
+        ValueError
+            If ``data`` is not a run spec of this version: not a mapping, fields missing (a
+            record written before run specs) or unknown (a record of a later version), or a
+            target recorded otherwise than as a constructor and its arguments.
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"not a run spec: a {type(data).__name__}, not a mapping of its fields")
+        names = {f.name for f in fields(cls)}
+        required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+        missing, unknown = sorted(required - set(data)), sorted(set(data) - names)
+        if missing:
+            raise ValueError(
+                f"not a run spec of this version: it lacks {', '.join(missing)} (a record written before "
+                "run specs were recorded?)"
+            )
+        if unknown:
+            raise ValueError(f"a run spec with fields this version does not know: {', '.join(unknown)}")
         data = dict(data)
         tgt = data.get("target")
         if tgt is not None:
+            built = isinstance(tgt, dict) and isinstance(tgt.get("factory"), str)
+            if not (built and isinstance(tgt.get("kwargs"), dict)):
+                raise ValueError(f"the run spec records its target as {tgt!r}, not as a constructor and its arguments")
             mods = tuple((name, dict(kw)) for name, kw in tgt.get("modifiers", ()))
             data["target"] = TargetSpec(tgt["factory"], dict(tgt["kwargs"]), mods)
         return cls(**data)
@@ -157,5 +180,20 @@ def encode(spec: RunSpec) -> tuple[str, dict[str, np.ndarray]]:
 
 
 def decode(text: str, arrays: dict | None = None) -> RunSpec:
-    """The inverse of :func:`encode`."""
-    return RunSpec.from_dict(_decode(json.loads(text), arrays or {}))
+    """The inverse of :func:`encode`.
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is not the JSON of a run spec of this version (see :meth:`RunSpec.from_dict`),
+        or refers to an array that ``arrays`` lacks.
+    """
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"not a run spec: not JSON ({exc})") from None
+    try:
+        decoded = _decode(data, arrays or {})
+    except KeyError as exc:
+        raise ValueError(f"the run spec refers to the array {exc.args[0]!r}, which the result lacks") from None
+    return RunSpec.from_dict(decoded)
