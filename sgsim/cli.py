@@ -480,8 +480,9 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
         description=(
             "Run the cells a CONFIG file (JSON or TOML) describes: 'function' ('module:name', returning a dict of "
             "numbers), 'seeds' (a count or a list), 'grid' (one list of values per varied parameter), 'fixed' "
-            "(shared parameters), optionally 'store' and 'executor'. Finished cells are skipped; the summary is "
-            "written to STORE/summary.nc."
+            "(shared parameters), optionally 'store', 'executor' and 'reuse'. Finished cells are skipped; the "
+            "summary is written to STORE/summary.nc. Drivers started on one store share its cells; Ctrl-C stops the "
+            "workers, says how many cells are saved and exits with status 130."
         ),
     )
     sw.add_argument("config", metavar="CONFIG", help="the sweep's JSON or TOML file")
@@ -489,6 +490,12 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     sw.add_argument("--executor", choices=("serial", "processes", "dask"), help="where cells run (default: config's)")
     sw.add_argument("--workers", type=int, metavar="N", help="worker processes (default 2)")
     sw.add_argument("--scheduler", metavar="ADDR", help="a running Dask scheduler, tcp://host:port")
+    sw.add_argument(
+        "--reuse",
+        choices=("exact", "any"),
+        help="stored results reused: 'exact' (same code and sgsim version, the default) or 'any' (same function, "
+        "arguments and seed, whatever code wrote them)",
+    )
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
     sw.set_defaults(subparser=sw)
     return parser
@@ -582,7 +589,7 @@ def _cmd_sweep(args, parser) -> int:
         parser.error("argument CONFIG: TOML needs Python >= 3.11; give the config as JSON")
     except (OSError, ValueError) as exc:
         parser.error(f"argument CONFIG: cannot read {path}: {exc}")
-    unknown = set(config) - {"function", "seeds", "grid", "fixed", "store", "executor"}
+    unknown = set(config) - {"function", "seeds", "grid", "fixed", "store", "executor", "reuse"}
     if unknown or "function" not in config or "seeds" not in config:
         parser.error(f"argument CONFIG: needs 'function' and 'seeds'; unknown keys: {sorted(unknown)}")
     store_arg = args.store or config.get("store")
@@ -590,23 +597,38 @@ def _cmd_sweep(args, parser) -> int:
         parser.error("argument --store: give --store or 'store' in CONFIG")
     store = Path(str(store_arg))
     executor = args.executor or config.get("executor", "serial")
+    reuse = args.reuse or config.get("reuse", "exact")
+    try:
+        sweep.Store(store, reuse).check_writable()  # before any cell: one line naming the store and why
+    except (ValueError, TypeError) as exc:
+        print(f"sgsim sweep: error: {_flag_message(exc)}", file=sys.stderr)
+        return 2
     try:
         cells = sweep.grid(config["function"], config["seeds"], fixed=config.get("fixed"), **config.get("grid", {}))
         report = sweep.run_sweep(
-            cells, store, executor, n_workers=args.workers, scheduler=args.scheduler, progress=not args.quiet
+            cells,
+            store,
+            executor,
+            n_workers=args.workers,
+            scheduler=args.scheduler,
+            progress=not args.quiet,
+            reuse=reuse,
         )
     except sweep.SweepError as exc:
         print(f"sgsim sweep: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # run_sweep has said how many cells are saved
+        return 130
     except ImportError as exc:
         parser.error(str(exc))
     except (ValueError, TypeError) as exc:
         parser.error(_flag_message(exc))
-    summary = sweep.Store(store).summary(cells)
+    summary = sweep.Store(store, reuse).summary(cells)
     atomic_write(store / "summary.nc", lambda tmp: summary.to_netcdf(tmp, engine="h5netcdf"))
+    elsewhere = f", {report.n_elsewhere} by another driver" if report.n_elsewhere else ""
     print(
-        f"sgsim sweep: {report.n_cells} cells, {report.n_found} already stored, {report.n_computed} computed "
-        f"({executor}); summary: {store / 'summary.nc'}"
+        f"sgsim sweep: {report.n_cells} cells, {report.n_found} already stored, {report.n_computed} computed"
+        f"{elsewhere} ({executor}); summary: {store / 'summary.nc'}"
     )
     return 0
 
