@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .results import flat_draws
+from .results import flat_draws, groups_of
 
 __all__ = ["main", "build_parser", "method_help"]
 
@@ -851,7 +851,7 @@ def _cmd_run(args, parser) -> int:
     # certain, so a check before sampling could refuse a result that fits.
     for stale in (_MANIFEST, "density.png"):
         (out / stale).unlink(missing_ok=True)
-    has_draws = "posterior" in idata.groups()
+    has_draws = "posterior" in groups_of(idata)
     try:
         result = write_result(idata, out / "result.nc")
         written = [str(result)]

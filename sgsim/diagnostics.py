@@ -3,8 +3,9 @@ weights, and the fluctuation-dissipation ratio of constant SGD.
 
 The kernel Stein discrepancy is in :mod:`sgsim.stein`.
 
-Nothing here runs a sampler: every function takes draws (arrays or InferenceData). The
-chains a result marks as diverged are left out of every figure, with a ``RuntimeWarning``
+Nothing here runs a sampler: every function takes draws (arrays, or a result of
+:func:`sgsim.sample`: an InferenceData under ArviZ 0.x, an xarray DataTree under ArviZ 1.x).
+The chains a result marks as diverged are left out of every figure, with a ``RuntimeWarning``
 naming them (:func:`healthy_draws`).
 """
 
@@ -17,7 +18,9 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special, stats
 
+from . import results as _results
 from ._validate import ParameterError, finite_array, integer, positive_float, real
+from .results import groups_of, is_result
 
 __all__ = [
     "mode_counts",
@@ -38,8 +41,8 @@ __all__ = [
 
 
 def _needs_draws(draws, what: str) -> None:
-    if hasattr(draws, "groups") and "posterior" not in draws.groups():
-        kept = "running moments" if "moments" in draws.groups() else "no draws"
+    if is_result(draws) and "posterior" not in groups_of(draws):
+        kept = "running moments" if "moments" in groups_of(draws) else "no draws"
         raise ValueError(
             f"{what} needs draws, and this result holds {kept} (storage={draws.attrs.get('storage', '?')!r}); "
             "run with storage='draws' (or 'final' for the final states)"
@@ -49,13 +52,13 @@ def _needs_draws(draws, what: str) -> None:
 def draws_array(draws, var_name: str = "theta") -> np.ndarray:
     """Return draws as an array of shape ``(chain, draw, d)`` (``(chain, draw, particle, d)`` for ensembles).
 
-    Accepts an InferenceData from :func:`sgsim.sample`, or an array of shape
+    Accepts a result of :func:`sgsim.sample` (InferenceData or DataTree), or an array of shape
     ``(n, d)`` (taken as one chain) or ``(chain, draw, d)``. A result that kept only
     running moments (``storage="moments"``) has no draws: that raises, saying so.
     """
     _needs_draws(draws, "this diagnostic")
     if hasattr(draws, "posterior"):
-        if var_name == "theta" and "unconstrained_posterior" in draws.groups():
+        if var_name == "theta" and "unconstrained_posterior" in groups_of(draws):
             # a target with named parameters: the vector the sampler moved
             return np.asarray(draws["unconstrained_posterior"]["theta"].values, dtype=np.float64)
         return np.asarray(draws.posterior[var_name].values, dtype=np.float64)
@@ -231,7 +234,7 @@ def moment_errors(draws, target) -> dict:
     """
     if target.mean is None or target.second_moment is None:
         raise ValueError(f"target {target.name!r} has no exact moments")
-    if hasattr(draws, "groups") and "moments" in draws.groups():
+    if is_result(draws) and "moments" in groups_of(draws):
         # pooled from the running moments of each chain (and particle) of storage="moments"
         m = draws["moments"]
         d = m["theta_mean"].shape[-1]
@@ -261,24 +264,20 @@ def moment_errors(draws, target) -> dict:
 
 
 def _dataset(draws, var_name, what):
-    import arviz as az
+    # the (chain, draw, ...) Dataset of the healthy chains that ArviZ's ESS and R-hat take
+    import xarray as xr
 
     _needs_draws(draws, "ESS and R-hat")
     arr = draws_array(draws, var_name)
     bad = diverged_chains(draws, arr.shape[0])
-    if hasattr(draws, "posterior") and not bad.any():
-        return draws
     _leave_out(bad, what)
     arr = arr[~bad]
-    with warnings.catch_warnings():
-        # many short chains (replicas) are legitimate here; arviz warns about them
-        warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
-        dims = ["particle", "dim"] if arr.ndim == 4 else ["dim"]
-        return az.from_dict(posterior={var_name: arr}, dims={var_name: dims})
+    dims = ("chain", "draw", "particle", "dim") if arr.ndim == 4 else ("chain", "draw", "dim")
+    return xr.Dataset({var_name: (dims, arr)})
 
 
 def ess(draws, method: str = "bulk", var_name: str = "theta") -> np.ndarray:
-    """Effective sample size per dimension, computed by :func:`arviz.ess`.
+    """Effective sample size per dimension, computed by ArviZ (:func:`sgsim.results.ess`).
 
     Parameters
     ----------
@@ -313,14 +312,11 @@ def ess(draws, method: str = "bulk", var_name: str = "theta") -> np.ndarray:
     >>> bool(np.all(diagnostics.ess(iid) > 3000))
     True
     """
-    import arviz as az
-
-    out = az.ess(_dataset(draws, var_name, "ESS"), var_names=[var_name], method=method)
-    return np.asarray(out[var_name].values)
+    return _results.ess(_dataset(draws, var_name, "ESS"), var_name, method)
 
 
 def rhat(draws, var_name: str = "theta") -> np.ndarray:
-    """Rank-normalised split R-hat per dimension, computed by :func:`arviz.rhat`.
+    """Rank-normalised split R-hat per dimension, computed by ArviZ (:func:`sgsim.results.rhat`).
 
     ``draws`` and ``var_name`` as in :func:`ess`; returns an array of shape ``(d,)``.
 
@@ -337,10 +333,7 @@ def rhat(draws, var_name: str = "theta") -> np.ndarray:
     >>> print(diagnostics.rhat(iid + np.arange(4)[:, None, None]).round(1))
     [1.5 1.5]
     """
-    import arviz as az
-
-    out = az.rhat(_dataset(draws, var_name, "R-hat"), var_names=[var_name])
-    return np.asarray(out[var_name].values)
+    return _results.rhat(_dataset(draws, var_name, "R-hat"), var_name)
 
 
 def cycle_weights(log_likelihood, cycle, method: str = "harmonic") -> np.ndarray:

@@ -367,10 +367,9 @@ def write_result(idata: Any, path: str | os.PathLike) -> Path:
 
 def _result_groups(idata: Any) -> dict[str, Any]:
     """The result's groups as plain :class:`xarray.Dataset` by name (InferenceData or DataTree)."""
-    children = getattr(idata, "children", None)
-    if children is not None and not callable(getattr(idata, "groups", None)):  # an xarray.DataTree
-        return {str(name): node.to_dataset() for name, node in children.items()}
-    return {str(name): idata[name] for name in idata.groups()}
+    from .results import group, groups_of
+
+    return {str(name): group(idata, name) for name in groups_of(idata)}
 
 
 def _compression(ds: Any) -> dict:
@@ -528,19 +527,18 @@ def read_result(path: str | os.PathLike) -> Any:
     >>> bool(np.array_equal(again.posterior["theta"].values, result.posterior["theta"].values))
     True
     """
-    import arviz as az
+    from .results import groups_of, read_netcdf
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no result file at {path}")
     try:
-        with az.rc_context({"data.load": "eager"}):
-            idata = az.from_netcdf(str(path), engine="h5netcdf")
+        idata = read_netcdf(path)  # InferenceData under ArviZ 0.x, DataTree under 1.x
     except (MemoryError, RecursionError):
         raise
     except Exception as exc:  # h5py, h5netcdf, xarray and ArviZ each raise their own
         raise _unreadable(path, exc) from exc
-    for name in idata.groups():
+    for name in groups_of(idata):
         idata[name].attrs = _decode_attrs(idata[name].attrs)
     idata.attrs = _decode_attrs(dict(idata.attrs))
     _check_result(idata, path)

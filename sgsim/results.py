@@ -1,7 +1,10 @@
-"""The one InferenceData builder: every backend hands its arrays to :func:`to_inference_data`.
+"""The one result builder: every backend hands its arrays to :func:`to_inference_data`.
 
 A backend (the compiled CPU path today) returns a :class:`RunOutput` of plain NumPy arrays;
-this module alone knows ArviZ. Groups of the result:
+this module alone knows ArviZ. The result is an :class:`arviz.InferenceData` under ArviZ 0.x
+(Python 3.10 and 3.11) and an :class:`xarray.DataTree` under ArviZ 1.x (which needs Python
+>= 3.12): the same groups, of the same xarray Datasets, and the same netCDF file on disk.
+Groups of the result:
 
 ``posterior``
     ``theta`` with dims ``(chain, draw, dim)`` for independent chains, ``(chain, draw,
@@ -28,14 +31,25 @@ this module alone knows ArviZ. Groups of the result:
 ``run_spec``
     The arrays of the run's spec (``sgsim.spec``), when it has any.
 
-ArviZ 1.x (DataTree) needs Python >= 3.12; this module uses the 0.2x constructor, and the
-conversion is the body of :func:`to_inference_data` alone (its groups are plain xarray
-Datasets, made from cached templates of their layout: see ``_dataset``).
+Both kinds of result read alike where sgsim's documentation reads them:
+``result.posterior["theta"]``, ``result.sample_stats``, ``result["constant_data"]`` (an
+:class:`xarray.Dataset` under 0.x, a :class:`xarray.DataTree` node under 1.x, which is
+indexed by variable the same way) and ``result.attrs``. They differ in how the groups are
+listed (``InferenceData.groups()`` is a method, ``DataTree.groups`` a tuple of paths) and in
+ArviZ's own functions (``arviz.from_dict``, ``arviz.InferenceData``). Code that must run under
+both lists groups with :func:`groups_of`, takes a group's Dataset with :func:`group`, builds a
+result with :func:`make_result`, and computes ESS and R-hat with :func:`ess` and :func:`rhat`
+(by ``arviz.ess``/``arviz.rhat`` under 0.x, ``arviz_stats.ess``/``arviz_stats.rhat`` under
+1.x). :func:`arviz_major` says which ArviZ is installed. The groups themselves are plain xarray
+Datasets, made from cached templates of their layout (see ``_dataset``).
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
+import importlib.metadata
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -43,7 +57,22 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RunOutput", "to_inference_data", "STORAGE_MODES", "storage_mode", "flat_draws"]
+__all__ = [
+    "RunOutput",
+    "to_inference_data",
+    "STORAGE_MODES",
+    "storage_mode",
+    "flat_draws",
+    "arviz_major",
+    "make_result",
+    "groups_of",
+    "group",
+    "is_result",
+    "ess",
+    "rhat",
+    "mcse",
+    "read_netcdf",
+]
 
 #: What a run can keep: every (thinned) draw, the final state, or running moments.
 STORAGE_MODES = ("draws", "final", "moments")
@@ -88,13 +117,190 @@ class RunOutput:
     named: dict | None = None
 
 
+@functools.cache
+def _arviz_version() -> str:
+    # the installed distribution's metadata: cheaper than importing ArviZ (whose 1.x
+    # meta-package imports its plotting library)
+    try:
+        return importlib.metadata.version("arviz")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source checkout
+        import arviz
+
+        return str(arviz.__version__)
+
+
+def arviz_major() -> int:
+    """The major version of the installed ArviZ: 0 (InferenceData) or 1 (xarray DataTree).
+
+    Examples
+    --------
+    >>> from sgsim.results import arviz_major
+    >>> arviz_major() in (0, 1)
+    True
+    """
+    return int(_arviz_version().split(".")[0])
+
+
+def _index_origin() -> int:
+    # ArviZ's first chain and draw index (0 unless the user set ``data.index_origin``)
+    if arviz_major() >= 1:
+        import arviz_base
+
+        return int(arviz_base.rcParams["data.index_origin"])
+    import arviz as az
+
+    return int(az.rcParams["data.index_origin"])
+
+
+def make_result(groups: dict[str, Any], attrs: dict | None = None):
+    """A result holding ``groups`` (name -> :class:`xarray.Dataset`) and the top-level ``attrs``.
+
+    An :class:`arviz.InferenceData` under ArviZ 0.x, an :class:`xarray.DataTree` (one child
+    per group, in the given order) under ArviZ 1.x. The Datasets' arrays are not copied.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import xarray as xr
+    >>> from sgsim.results import groups_of, make_result
+    >>> posterior = xr.Dataset({"theta": (("chain", "draw", "dim"), np.zeros((2, 3, 1)))})
+    >>> result = make_result({"posterior": posterior}, {"method": "sgld"})
+    >>> groups_of(result), result.attrs["method"], result.posterior["theta"].shape
+    (['posterior'], 'sgld', (2, 3, 1))
+    """
+    attrs = dict(attrs or {})
+    # a group taken from a DataTree result is a node: its Dataset
+    groups = {name: ds.to_dataset() if type(ds).__name__ == "DataTree" else ds for name, ds in groups.items()}
+    if arviz_major() >= 1:
+        import xarray as xr
+
+        children = {name: xr.DataTree(dataset=ds) for name, ds in groups.items()}
+        return xr.DataTree(dataset=xr.Dataset(attrs=attrs), children=children)
+    import arviz as az
+
+    return az.InferenceData(attrs=attrs, **groups)
+
+
+def is_result(obj) -> bool:
+    """Whether ``obj`` is a result (an InferenceData or a DataTree), not an array of draws."""
+    kind = type(obj).__name__
+    return kind in ("InferenceData", "DataTree") and hasattr(obj, "attrs")
+
+
+def groups_of(result) -> list[str]:
+    """The names of a result's groups (``["posterior", "sample_stats", ...]``), under either ArviZ.
+
+    ``InferenceData.groups()`` under ArviZ 0.x; the root's children of a DataTree, in their
+    order, under ArviZ 1.x.
+    """
+    if type(result).__name__ == "DataTree":
+        return list(result.children)
+    return list(result.groups())
+
+
+def group(result, name: str):
+    """The :class:`xarray.Dataset` of group ``name`` of a result (a ``KeyError`` if it has none)."""
+    if name not in groups_of(result):
+        raise KeyError(f"the result has no group {name!r}; it has {groups_of(result)}")
+    node = result[name]
+    return node.to_dataset() if type(node).__name__ == "DataTree" else node
+
+
+def _stats_dataset(data, var_name: str):
+    # ArviZ's statistics take a Dataset with (chain, draw, ...) dims, or a result
+    if is_result(data):
+        return group(data, "posterior")[[var_name]]
+    return data
+
+
+def ess(data, var_name: str = "theta", method: str = "bulk") -> np.ndarray:
+    """ArviZ's effective sample size of ``var_name``, per element of its non-sample dims.
+
+    ``data`` is a result or an :class:`xarray.Dataset` with dims ``(chain, draw, ...)``.
+    Computed by ``arviz.ess`` under ArviZ 0.x and ``arviz_stats.ess`` under 1.x (the same
+    estimators: Vehtari et al. (2021), Rank-normalization, folding, and localization: an
+    improved R-hat for assessing convergence of MCMC, eqs. 10-11 for the bulk and tail ESS).
+    :func:`sgsim.diagnostics.ess` is the function for users (it leaves out diverged chains).
+    """
+    ds = _stats_dataset(data, var_name)
+    if arviz_major() >= 1:
+        import arviz_stats
+
+        # the tail ESS at the 5% and 95% quantiles, as Vehtari et al. define it and ArviZ 0.x
+        # computes it (ArviZ 1.x's default follows its credible-interval setting)
+        extra = {"prob": (0.05, 0.95)} if method == "tail" else {}
+        out = arviz_stats.ess(ds, var_names=[var_name], method=method, **extra)
+    else:
+        import arviz as az
+
+        out = az.ess(ds, var_names=[var_name], method=method)
+    return np.asarray(out[var_name].values)
+
+
+def rhat(data, var_name: str = "theta") -> np.ndarray:
+    """ArviZ's rank-normalised split R-hat of ``var_name`` (Vehtari et al. (2021), eq. 4 on ranks).
+
+    ``data`` as in :func:`ess`; ``arviz.rhat`` under ArviZ 0.x, ``arviz_stats.rhat`` under 1.x.
+    """
+    ds = _stats_dataset(data, var_name)
+    if arviz_major() >= 1:
+        import arviz_stats
+
+        out = arviz_stats.rhat(ds, var_names=[var_name])
+    else:
+        import arviz as az
+
+        out = az.rhat(ds, var_names=[var_name])
+    return np.asarray(out[var_name].values)
+
+
+def mcse(dataset, method: str = "mean"):
+    """ArviZ's Monte Carlo standard error of every variable of ``dataset`` (an xarray Dataset).
+
+    ``method`` is ``"mean"`` or ``"sd"``; returns a Dataset. ArviZ 0.x's numba-compiled path
+    is switched off for the call (it compiles once per process, longer than the sums take).
+    """
+    if arviz_major() >= 1:
+        import arviz_stats
+
+        return arviz_stats.mcse(dataset, method=method)
+    import arviz as az
+
+    numba_flag = az.Numba.numba_flag
+    az.Numba.numba_flag = False
+    try:
+        return az.mcse(dataset, method=method)
+    finally:
+        az.Numba.numba_flag = numba_flag
+
+
+def read_netcdf(path: str | os.PathLike):
+    """Read every group of a result's netCDF file into memory and close the file.
+
+    ``arviz.from_netcdf`` (eager) under ArviZ 0.x, ``xarray.load_datatree`` under 1.x; a
+    file written under either reads under both. :func:`sgsim.io.read_result` is the function
+    for users (it restores the attributes HDF5 cannot hold).
+    """
+    if arviz_major() >= 1:
+        import xarray as xr
+
+        if hasattr(xr, "load_datatree"):
+            return xr.load_datatree(str(path), engine="h5netcdf")
+        with xr.open_datatree(str(path), engine="h5netcdf") as tree:  # xarray before 2025.1
+            return tree.load()
+    import arviz as az
+
+    with az.rc_context({"data.load": "eager"}):
+        return az.from_netcdf(str(path), engine="h5netcdf")
+
+
 def flat_draws(idata) -> np.ndarray:
     """The draws of the vector the sampler moved, ``(chain, draw, d)`` (or with particles).
 
     ``posterior["theta"]``, or ``unconstrained_posterior["theta"]`` for a target with named
     parameters (whose ``posterior`` holds them by name).
     """
-    groups = idata.groups()
+    groups = groups_of(idata)
     if "unconstrained_posterior" in groups:
         return np.asarray(idata["unconstrained_posterior"]["theta"].values)
     return np.asarray(idata["posterior"]["theta"].values)
@@ -106,7 +312,10 @@ def storage_mode(idata) -> str:
 
 
 def to_inference_data(out: RunOutput):
-    """Build the :class:`arviz.InferenceData` of a run (see the module docs for its groups).
+    """Build the result of a run (see the module docs for its groups).
+
+    Returns an :class:`arviz.InferenceData` under ArviZ 0.x and an :class:`xarray.DataTree`
+    under ArviZ 1.x (:func:`make_result`).
 
     Examples
     --------
@@ -124,18 +333,17 @@ def to_inference_data(out: RunOutput):
     ...     attrs={"method": "sgld", "storage": "draws"},
     ... )
     >>> idata = to_inference_data(out)
-    >>> sorted(idata.groups())
+    >>> from sgsim.results import groups_of
+    >>> sorted(groups_of(idata))
     ['constant_data', 'posterior', 'sample_stats']
     >>> idata.posterior["theta"].dims
     ('chain', 'draw', 'dim')
     >>> idata.sample_stats["step_size"].shape  # shared by the chains, broadcast
     (2, 3)
     """
-    import arviz as az
-
-    origin = az.rcParams["data.index_origin"]
+    origin = _index_origin()
     created = datetime.datetime.now(datetime.timezone.utc).isoformat()
-    stamped = {"created_at": created, "arviz_version": az.__version__, **out.attrs}
+    stamped = {"created_at": created, "arviz_version": _arviz_version(), **out.attrs}
     some = out.theta if out.theta is not None else out.constants["init"]
     n_chains = some.shape[0]
     ensemble = out.constants["init"].ndim == 3
@@ -196,8 +404,7 @@ def to_inference_data(out: RunOutput):
             arr = np.asarray(value)
             spec[name] = (tuple(f"{name}_{i}" for i in range(arr.ndim)), arr)
         groups["run_spec"] = _dataset(spec, {}, {})
-    kwargs: dict[str, Any] = {**groups, "attrs": dict(out.attrs)}
-    return az.InferenceData(**kwargs)
+    return make_result(groups, dict(out.attrs))
 
 
 # Building an xarray Dataset from scratch costs a few hundred microseconds (merging the variables,

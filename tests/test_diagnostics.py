@@ -152,10 +152,13 @@ def test_rhat_of_chains_stuck_in_different_modes_is_large():
 
 
 def test_ess_and_rhat_accept_inference_data():
-    import arviz as az
+    import xarray as xr
+
+    from sgsim.results import make_result
 
     x = ar1_chains(0.0, seed=7)
-    idata = az.from_dict(posterior={"theta": x}, dims={"theta": ["dim"]})
+    # an InferenceData under ArviZ 0.x, a DataTree under 1.x
+    idata = make_result({"posterior": xr.Dataset({"theta": (("chain", "draw", "dim"), x)})})
     np.testing.assert_array_equal(D.ess(idata), D.ess(x))
     np.testing.assert_array_equal(D.rhat(idata), D.rhat(x))
     np.testing.assert_array_equal(D.draws_array(idata), x)

@@ -9,6 +9,7 @@ import pytest
 import sgsim
 from sgsim import diagnostics, targets
 from sgsim.io import read_result, write_result
+from sgsim.results import groups_of
 
 NOISY = targets.linear_gaussian([[2.0, 0.5], [0.5, 1.0]], [0.3, -0.2], [[0.5, 0.2], [0.2, 0.3]])
 CSGHMC = dict(step_size=0.02, n_cycles=3, explore_fraction=0.3, friction=0.3)
@@ -46,7 +47,7 @@ def test_final_storage_of_a_run_that_ends_exploring():
 def test_moments_are_the_mean_and_covariance_of_the_kept_draws(burn_in, thin):
     draws = run("draws", burn_in=burn_in, thin=thin).posterior["theta"].values
     mom = run("moments", burn_in=burn_in, thin=thin)
-    assert "posterior" not in mom.groups() and mom.attrs["storage"] == "moments"
+    assert "posterior" not in groups_of(mom) and mom.attrs["storage"] == "moments"
     m = mom["moments"]
     assert np.all(m["n_draws"].values == draws.shape[1])
     np.testing.assert_allclose(m["theta_mean"].values, draws.mean(axis=1), rtol=1e-12, atol=1e-14)

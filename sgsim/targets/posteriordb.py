@@ -232,21 +232,23 @@ def gold_draws(name: str) -> dict[str, np.ndarray]:
 
 def _summary(draws: Mapping[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
     # mean and sd over all chains and draws; their Monte Carlo standard errors from ArviZ's ESS
-    import arviz as az
+    import xarray as xr
 
-    dataset = az.convert_to_dataset({k: np.asarray(v) for k, v in draws.items()})
+    from ..results import mcse
+
+    dataset = xr.Dataset(
+        {
+            k: (("chain", "draw") + tuple(f"{k}_dim_{i}" for i in range(np.ndim(v) - 2)), np.asarray(v))
+            for k, v in draws.items()
+        }
+    )
     # ArviZ 0.2x's numba branch of mcse(method="sd") calls float() on a 1-element array, a
-    # TypeError under NumPy >= 2.4; its plain-NumPy branch computes the same numbers (the
-    # switch is ArviZ's class attribute, set back at once)
-    numba_flag = az.Numba.numba_flag
-    az.Numba.numba_flag = False
-    try:
-        # a parameter that never moved has no MCSE: NaN, which compare() reports as a failure
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mcse_mean = az.mcse(dataset, method="mean")
-            mcse_sd = az.mcse(dataset, method="sd")
-    finally:
-        az.Numba.numba_flag = numba_flag
+    # TypeError under NumPy >= 2.4; sgsim.results.mcse takes its plain-NumPy branch, which
+    # computes the same numbers. A parameter that never moved has no MCSE: NaN, which
+    # compare() reports as a failure
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mcse_mean = mcse(dataset, method="mean")
+        mcse_sd = mcse(dataset, method="sd")
     out = {}
     for key, value in draws.items():
         flat = np.asarray(value).reshape(-1, *np.shape(value)[2:])
