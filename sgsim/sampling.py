@@ -817,7 +817,7 @@ def _compare_replay(recorded, again, spec: _spec.RunSpec, path, written_by, on_m
 
     tol = _replay_tolerance(spec)
     new_groups = set(again.groups())
-    problem = None
+    problem: tuple[str, str, dict, float, str] | None = None
     for group in recorded.groups():
         if group == "run_spec":
             continue
