@@ -6,7 +6,8 @@ steps as sgsim's compiled kernels (:func:`sgsim.dynamics.sgld_noise`,
 ``2 lr T`` on the potential ``U = -log density`` ("Cyclical Stochastic Gradient MCMC for Bayesian
 Deep Learning", §2; :ref:`theory-step-units`). ``num_data = N`` declares the loss a mean over
 ``N`` data points (``U = N * loss``). The temperature is explicit, per parameter group: 1
-samples the posterior, 0 is exactly SGD (SGLD) or SGD with momentum (SGHMC). All randomness
+samples the posterior, 0 is ``torch.optim.SGD`` bit for bit (SGLD) or SGD with momentum to
+rounding (SGHMC), the arguments given by :func:`sgd_arguments`. All randomness
 comes from one ``torch.Generator``, given or made from an sgsim seed (:func:`make_generator`).
 :class:`ScheduleDriver` steps either sampler through an sgsim :class:`~sgsim.schedules.Schedule`, e.g.
 the cosine cycles of :func:`sgsim.schedules.cyclical` (cSGLD, cSGHMC). :class:`SampleStore` keeps
@@ -36,9 +37,10 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
         'sgsim.torch needs PyTorch, an optional dependency: pip install "sgsim[torch]" (or install torch>=2.1)'
     ) from exc
 
+from ._trust import Divergence, DivergenceError
 from .constant_sgd import ConstantSGD, PreconditionedSGD
 from .mirror import MIRRORS, check_mirror
-from .optim import BAOAB, OBABO, PSGLD, SGHMC, SGLD, SGNHT, PSGLDGamma, make_generator
+from .optim import BAOAB, OBABO, PSGLD, SGHMC, SGLD, SGNHT, PSGLDGamma, make_generator, sgd_arguments
 from .particles import SVGD, SGLDRepulsive
 from .schedule import ScheduleDriver, ScheduledStep
 from .store import Predictions, SampleStore, predict, to_inference_data
@@ -54,6 +56,9 @@ __all__ = [
     "ScheduleDriver",
     "ScheduledStep",
     "make_generator",
+    "sgd_arguments",
+    "Divergence",
+    "DivergenceError",
     "ConstantSGD",
     "PreconditionedSGD",
     "SGLDRepulsive",

@@ -28,8 +28,9 @@ with ``xi_k`` standard normal ("Cyclical Stochastic Gradient MCMC for Bayesian D
 
 The noise of a step is drawn only where its variance is positive: a step at ``T = 0`` (or with
 ``gamma_hat = friction``) draws nothing and leaves the generator where it was, as the compiled
-kernels leave their streams; it is then exactly SGD (SGLD) or heavy-ball SGD with momentum
-``1 - eta`` (SGHMC). A noisy step draws the normals of all the parameters of a group (of one
+kernels leave their streams; it is then ``torch.optim.SGD`` bit for bit (SGLD) or SGD with
+momentum ``1 - eta`` to rounding (SGHMC): :func:`sgd_arguments` states the mapping and which
+bits agree. A noisy step draws the normals of all the parameters of a group (of one
 device and dtype) in one ``torch.randn`` call into a flat buffer, laid out in each parameter's
 memory order, and applies the update as a few multi-tensor (``torch._foreach_*``) operations.
 
@@ -55,8 +56,17 @@ import torch
 from .. import rng as _rng
 from .._validate import ParameterError, ParameterTypeError, choice, integer, positive_float, real
 from ..integrators.sgnht import FRICTION_STEPS
+from ._trust import (
+    Divergence,
+    DivergenceCheck,
+    divergence_from,
+    divergence_record,
+    generator_record,
+    restore_generator,
+    split_extras,
+)
 
-__all__ = ["SGLD", "SGHMC", "BAOAB", "OBABO", "SGNHT", "PSGLD", "PSGLDGamma", "make_generator"]
+__all__ = ["SGLD", "SGHMC", "BAOAB", "OBABO", "SGNHT", "PSGLD", "PSGLDGamma", "make_generator", "sgd_arguments"]
 
 # the key of the stream that seeds a torch generator: chain 0, a third kind of stream after
 # sgsim.rng.STEP_STREAM and INIT_STREAM, so that it never coincides with a sampler's stream
@@ -143,7 +153,8 @@ class _Langevin(_CheckedOptimizer):
     # the factor of 2 lr T in the injected variance: 1 for SGLD, eta - gamma_hat for SGHMC
     _uses_friction = False
 
-    def __init__(self, params, defaults: dict, generator, seed):
+    def __init__(self, params, defaults: dict, generator, seed, on_divergence="raise", check_every=1,
+                 divergence_bound=None):  # fmt: skip
         if isinstance(params, torch.Tensor):
             raise ParameterTypeError(
                 "params", "params must be an iterable of tensors or of parameter groups (dicts), not one tensor"
@@ -158,6 +169,9 @@ class _Langevin(_CheckedOptimizer):
             raise ParameterTypeError(
                 "generator", f"generator must be a torch.Generator, got {type(generator).__name__}"
             )
+        if seed is not None:
+            seed = _rng.resolve_seed(seed)
+        self._check = DivergenceCheck(on_divergence, check_every, divergence_bound)
         super().__init__(params, defaults)
         if generator is None:
             self.seed: int | None = _rng.resolve_seed(seed)
@@ -165,6 +179,55 @@ class _Langevin(_CheckedOptimizer):
         else:
             self.seed = None
         self.generator: torch.Generator = generator
+        self._steps = 0
+        self.divergence: Divergence | None = None
+
+    @property
+    def on_divergence(self) -> str:
+        """``"raise"`` or ``"mark"``: what a divergence does (:class:`~sgsim.torch.Divergence`)."""
+        return self._check.on_divergence
+
+    @property
+    def steps_taken(self) -> int:
+        """The number of steps taken, counted across a resume (kept in ``state_dict()``)."""
+        return self._steps
+
+    def state_dict(self) -> dict[str, Any]:
+        """The ``state_dict`` of ``torch.optim`` (``"state"``, ``"param_groups"``), the generator's state and the steps.
+
+        ``"generator"`` holds the generator's device and ``get_state()``, ``"steps"`` the steps
+        taken and ``"divergence"`` the record of a marked divergence (None): with them
+        :meth:`load_state_dict` continues the saved run bit for bit.
+
+        Returns
+        -------
+        dict
+        """
+        out = super().state_dict()
+        out["generator"] = generator_record(self.generator)
+        out["steps"] = self._steps
+        out["divergence"] = divergence_record(self.divergence)
+        return out
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a ``state_dict``: torch's part, then the generator's state and the step count.
+
+        A ``state_dict`` without a generator state (written before sgsim kept it) loads with a
+        ``RuntimeWarning``: the noise then continues from this optimizer's generator as it
+        stands, which for a new optimizer replays the saved run's first normals.
+
+        Parameters
+        ----------
+        state_dict : dict
+            As :meth:`state_dict` returns it.
+        """
+        name = type(self).__name__
+        torch_part, extras = split_extras(state_dict, name)
+        super().load_state_dict(torch_part)
+        restore_generator(self.generator, extras.get("generator"), name)
+        self._steps = extras.get("steps", self._steps)
+        self._check.checked = self._steps
+        self.divergence = divergence_from(extras.get("divergence"))
 
     def _check_group(self, group: dict) -> None:
         # each error names the parameter and its allowed range; group values may be overridden
@@ -252,11 +315,21 @@ class _Langevin(_CheckedOptimizer):
         -------
         float or None
             The closure's loss, if a closure was given.
+
+        Raises
+        ------
+        DivergenceError
+            With ``on_divergence="raise"``, when the step's check finds a parameter not finite
+            or beyond ``divergence_bound`` (:class:`~sgsim.torch.Divergence`). With ``"mark"``
+            the chain stops instead: this and later steps move nothing.
         """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if self.divergence is not None:  # marked: the chain has stopped
+            return loss
+        moved: list[torch.Tensor] = []
         for group, params, grads, xi in self._gradients(noise):
             if not params:
                 continue
@@ -265,8 +338,31 @@ class _Langevin(_CheckedOptimizer):
             if sd > 0:
                 normals = xi if xi is not None else self._normals(params)
             self._update(group, params, grads, normals, sd)
+            moved += params
         self._end_step()
+        self._steps += 1
+        if moved and self._check.due(self._steps):
+            self._check_divergence(moved)
         return loss
+
+    def _check_divergence(self, moved: list[torch.Tensor]) -> None:
+        """The divergence check after a step: one reduction and read-back per device and dtype."""
+        check = self._check
+        if check.healthy(moved):
+            check.checked = self._steps
+            return
+        ids = {id(p) for p in moved}
+        for g, group in enumerate(self.param_groups):
+            names = group.get("param_names")
+            for i, p in enumerate(group["params"]):
+                if id(p) not in ids:
+                    continue
+                reason = check.reason(p, p.grad)
+                if reason is not None:
+                    where = f"parameter {names[i]!r}" if names else f"param_groups[{g}]['params'][{i}]"
+                    where += f" (shape {tuple(p.shape)})"
+                    self.divergence = check.found(type(self).__name__, self._steps, where, reason)
+                    return
 
     def _end_step(self) -> None:
         """What a step does after every group's update (SGNHT's thermostat); nothing by default."""
@@ -282,7 +378,8 @@ class SGLD(_Langevin):
     ("Cyclical Stochastic Gradient MCMC for Bayesian Deep Learning", §2; :ref:`theory-sgld`),
     with ``alpha_k = lr``, ``T_k = temperature`` (both per parameter group) and
     ``grad U~ = num_data * grad loss`` (or ``grad loss`` when ``num_data`` is None). At
-    ``temperature = 0`` it is ``torch.optim.SGD`` bit for bit, and draws no noise.
+    ``temperature = 0`` it is ``torch.optim.SGD(lr=lr * num_data)`` bit for bit
+    (:func:`sgd_arguments`), and draws no noise.
 
     Units. The loss is the potential ``U = -log density`` (up to a constant) when ``num_data``
     is None; ``num_data = N`` declares that the loss is a *mean* over ``N`` data points (mean
@@ -313,13 +410,20 @@ class SGLD(_Langevin):
     seed : int, optional
         Non-negative seed of a new generator (:func:`make_generator`); None draws fresh
         entropy, recorded in ``seed``.
+    on_divergence, check_every, divergence_bound
+        The divergence check (:class:`~sgsim.torch.Divergence`): ``"raise"`` (default) or
+        ``"mark"``; check after every ``check_every``-th step (int >= 1, default 1); a bound
+        ``> 0`` on every ``|theta_i|``, or None (default: only non-finite values diverge).
 
     Attributes
     ----------
     generator : torch.Generator
-        The generator the noise is drawn from (to checkpoint: ``generator.get_state()``).
+        The generator the noise is drawn from; its state is in ``state_dict()``, so that a
+        checkpoint resumes the noise where it stopped.
     seed : int or None
         The sgsim seed of the generator, None when it was given.
+    divergence : Divergence or None
+        Where the chain diverged, with ``on_divergence="mark"`` (None while it has not).
 
     Raises
     ------
@@ -346,9 +450,10 @@ class SGLD(_Langevin):
     """
 
     def __init__(self, params, lr: float, temperature: float = 1.0, num_data: int | None = None, generator=None,
-                 seed=None):  # fmt: skip
+                 seed=None, *, on_divergence: str = "raise", check_every: int = 1,
+                 divergence_bound: float | None = None):  # fmt: skip
         defaults = dict(lr=lr, temperature=temperature, num_data=num_data)
-        super().__init__(params, defaults, generator, seed)
+        super().__init__(params, defaults, generator, seed, on_divergence, check_every, divergence_bound)
 
     step = _Langevin.step  # documented here
 
@@ -376,7 +481,8 @@ class SGHMC(_Langevin):
     ``theta_k`` and then moves the parameters on to ``theta_{k+1} = theta_k + v_k``, where the
     next gradient is taken: after step ``k`` the parameters hold ``theta_{k+1}`` and
     ``state[p]["velocity"]`` holds ``v_k``. ``v_0 = 0`` (so ``theta_1 = theta_0``). At
-    ``temperature = 0`` it is heavy-ball SGD with momentum ``1 - eta`` and draws no noise.
+    ``temperature = 0`` it is ``torch.optim.SGD`` with momentum ``1 - eta`` and draws no noise,
+    equal to rounding, not bit for bit (:func:`sgd_arguments` gives the arguments and why).
 
     Units. With ``num_data = N`` on a mean loss, the reference code of the cyclical paper
     (``v <- (1 - eta) v - epsilon grad loss + sqrt(2 eta epsilon T / N) xi``,
@@ -403,6 +509,10 @@ class SGHMC(_Langevin):
     seed : int, optional
         Non-negative seed of a new generator (:func:`make_generator`); None draws fresh
         entropy, recorded in ``seed``.
+    on_divergence, check_every, divergence_bound
+        The divergence check (:class:`~sgsim.torch.Divergence`): ``"raise"`` (default) or
+        ``"mark"``; check after every ``check_every``-th step (int >= 1, default 1); a bound
+        ``> 0`` on every ``|theta_i|``, or None (default: only non-finite values diverge).
 
     Attributes
     ----------
@@ -410,6 +520,8 @@ class SGHMC(_Langevin):
         The generator the noise is drawn from.
     seed : int or None
         The sgsim seed of the generator, None when it was given.
+    divergence : Divergence or None
+        Where the chain diverged, with ``on_divergence="mark"`` (None while it has not).
 
     Raises
     ------
@@ -422,9 +534,10 @@ class SGHMC(_Langevin):
     _uses_friction = True
 
     def __init__(self, params, lr: float, friction: float = 0.1, gamma_hat: float = 0.0, temperature: float = 1.0,
-                 num_data: int | None = None, generator=None, seed=None):  # fmt: skip
+                 num_data: int | None = None, generator=None, seed=None, *, on_divergence: str = "raise",
+                 check_every: int = 1, divergence_bound: float | None = None):  # fmt: skip
         defaults = dict(lr=lr, friction=friction, gamma_hat=gamma_hat, temperature=temperature, num_data=num_data)
-        super().__init__(params, defaults, generator, seed)
+        super().__init__(params, defaults, generator, seed, on_divergence, check_every, divergence_bound)
 
     step = _Langevin.step  # documented here
 
@@ -442,6 +555,70 @@ class SGHMC(_Langevin):
         if normals is not None:
             torch._foreach_add_(velocity, normals, alpha=sd)
         torch._foreach_add_(params, velocity)
+
+
+def sgd_arguments(lr: float, friction: float | None = None, num_data: int | None = None) -> dict[str, Any]:
+    r"""The ``torch.optim.SGD`` arguments whose steps :class:`SGLD` or :class:`SGHMC` takes at temperature 0.
+
+    The one statement of the mapping between sgsim's samplers at ``T = 0`` and torch's SGD
+    (the docstrings and pages that mention it refer here). torch's SGD with momentum ``mu``,
+    dampening 0 and ``nesterov=False`` keeps the buffer ``b_1 = g_1``,
+    ``b_k = mu b_{k-1} + g_k`` and steps ``theta <- theta - lr_torch b_k``; SGHMC keeps
+    ``v_0 = 0``, ``v_k = (1 - eta) v_{k-1} - alpha N g_k`` and steps ``theta <- theta + v_k``
+    (``N = num_data``, 1 when None). So ``v_k = -alpha N b_k`` exactly when
+
+    ===================================  ==========================================================  ===============
+    sgsim at ``temperature=0``           ``torch.optim.SGD``                                          agreement
+    ===================================  ==========================================================  ===============
+    ``SGLD(lr=alpha, num_data=N)``       ``SGD(lr=alpha * N)``                                        bit for bit
+    ``SGHMC(lr=alpha, friction=eta,``    ``SGD(lr=alpha * N, momentum=1 - eta, dampening=0,``         to rounding
+    ``num_data=N)``                      ``nesterov=False)``
+    ===================================  ==========================================================  ===============
+
+    and back: ``SGD(lr=l, momentum=mu)`` is ``SGHMC(lr=l / N, friction=1 - mu, temperature=0,
+    num_data=N)`` (``lr=l`` without ``num_data``), and ``SGD(lr=l)`` is ``SGLD(lr=l / N, ...)``.
+    "Bit for bit": SGLD applies the same single multi-tensor operation as SGD
+    (``theta + (-alpha N) g``, with ``alpha * N`` the same Python float), in its loop or its
+    foreach form, in float32 and float64. "To rounding": SGHMC scales the velocity
+    (``(1 - eta) v - alpha N g``, then ``theta + v``) where SGD scales the buffer
+    (``mu b + g``, then ``theta - lr b``); the two round different products, so a step differs
+    by a few units in the last place of the velocity and the position, and the paths by the
+    sum of those differences as the dynamics carry them (the tests bound it so). This holds at
+    ``friction=1`` too (``SGD(momentum=0)``). ``dampening > 0`` has no SGHMC equivalent
+    (torch's first step takes the gradient undamped), nor has ``nesterov=True``.
+
+    Parameters
+    ----------
+    lr : float
+        ``alpha > 0``, the sampler's step on ``U``.
+    friction : float, optional
+        ``eta`` in (0, 1] for :class:`SGHMC`; None for :class:`SGLD` (no momentum).
+    num_data : int, optional
+        ``N >= 1`` when the sampler is given ``num_data``.
+
+    Returns
+    -------
+    dict
+        ``lr``, ``momentum``, ``dampening`` and ``nesterov`` for ``torch.optim.SGD(params, **...)``.
+
+    Raises
+    ------
+    ParameterError
+        If a number is out of range.
+    ParameterTypeError
+        If an argument has the wrong type.
+
+    Examples
+    --------
+    >>> from sgsim.torch import sgd_arguments
+    >>> sgd_arguments(0.001, friction=0.1, num_data=50)
+    {'lr': 0.05, 'momentum': 0.9, 'dampening': 0.0, 'nesterov': False}
+    """
+    lr = positive_float("lr", lr)
+    scale = 1 if num_data is None else integer("num_data", num_data, low=1)
+    momentum = 0.0 if friction is None else 1.0 - real("friction", friction, 0.0, 1.0, low_open=True)
+    # lr * scale as SGLD's step computes it (-(lr * N) is -lr * N, the same float)
+    return {"lr": lr * scale, "momentum": momentum, "dampening": 0.0, "nesterov": False}
 
 
 def _scaled_gradients(grads: list[torch.Tensor], group: dict) -> list[torch.Tensor]:
@@ -482,9 +659,10 @@ class _Splitting(_Underdamped):
     """BAOAB and OBABO: time step ``h = sqrt(lr)``, the ``O`` part keeps ``c = exp(-friction h)``."""
 
     def __init__(self, params, lr: float, friction: float = 1.0, temperature: float = 1.0,
-                 num_data: int | None = None, generator=None, seed=None):  # fmt: skip
+                 num_data: int | None = None, generator=None, seed=None, *, on_divergence: str = "raise",
+                 check_every: int = 1, divergence_bound: float | None = None):  # fmt: skip
         defaults = dict(lr=lr, friction=friction, temperature=temperature, num_data=num_data)
-        super().__init__(params, defaults, generator, seed)
+        super().__init__(params, defaults, generator, seed, on_divergence, check_every, divergence_bound)
 
     def _check_group(self, group: dict) -> None:
         super()._check_group(group)
@@ -547,6 +725,10 @@ class BAOAB(_Splitting):
     seed : int, optional
         Non-negative seed of a new generator (:func:`make_generator`); None draws fresh
         entropy, recorded in ``seed``.
+    on_divergence, check_every, divergence_bound
+        The divergence check (:class:`~sgsim.torch.Divergence`): ``"raise"`` (default) or
+        ``"mark"``; check after every ``check_every``-th step (int >= 1, default 1); a bound
+        ``> 0`` on every ``|theta_i|``, or None (default: only non-finite values diverge).
 
     Attributes
     ----------
@@ -554,6 +736,8 @@ class BAOAB(_Splitting):
         The generator the noise is drawn from.
     seed : int or None
         The sgsim seed of the generator, None when it was given.
+    divergence : Divergence or None
+        Where the chain diverged, with ``on_divergence="mark"`` (None while it has not).
 
     Raises
     ------
@@ -625,6 +809,10 @@ class OBABO(_Splitting):
     seed : int, optional
         Non-negative seed of a new generator (:func:`make_generator`); None draws fresh
         entropy, recorded in ``seed``.
+    on_divergence, check_every, divergence_bound
+        The divergence check (:class:`~sgsim.torch.Divergence`): ``"raise"`` (default) or
+        ``"mark"``; check after every ``check_every``-th step (int >= 1, default 1); a bound
+        ``> 0`` on every ``|theta_i|``, or None (default: only non-finite values diverge).
 
     Attributes
     ----------
@@ -632,6 +820,8 @@ class OBABO(_Splitting):
         The generator the noise is drawn from.
     seed : int or None
         The sgsim seed of the generator, None when it was given.
+    divergence : Divergence or None
+        Where the chain diverged, with ``on_divergence="mark"`` (None while it has not).
 
     Raises
     ------
@@ -719,6 +909,10 @@ class SGNHT(_Underdamped):
     seed : int, optional
         Non-negative seed of a new generator (:func:`make_generator`); None draws fresh
         entropy, recorded in ``seed``.
+    on_divergence, check_every, divergence_bound
+        The divergence check (:class:`~sgsim.torch.Divergence`): ``"raise"`` (default) or
+        ``"mark"``; check after every ``check_every``-th step (int >= 1, default 1); a bound
+        ``> 0`` on every ``|theta_i|``, or None (default: only non-finite values diverge).
 
     Attributes
     ----------
@@ -726,6 +920,8 @@ class SGNHT(_Underdamped):
         The generator the noise is drawn from.
     seed : int or None
         The sgsim seed of the generator, None when it was given.
+    divergence : Divergence or None
+        Where the chain diverged, with ``on_divergence="mark"`` (None while it has not).
 
     Raises
     ------
@@ -737,13 +933,15 @@ class SGNHT(_Underdamped):
     """
 
     def __init__(self, params, lr: float, diffusion: float = 1.0, temperature: float = 1.0,
-                 num_data: int | None = None, generator=None, seed=None, friction_step: str = "euler"):  # fmt: skip
+                 num_data: int | None = None, generator=None, seed=None, friction_step: str = "euler", *,
+                 on_divergence: str = "raise", check_every: int = 1,
+                 divergence_bound: float | None = None):  # fmt: skip
         self._kinetic: list[torch.Tensor] = []
         self._coordinates = 0
         defaults = dict(
             lr=lr, diffusion=diffusion, temperature=temperature, num_data=num_data, friction_step=friction_step
         )
-        super().__init__(params, defaults, generator, seed)
+        super().__init__(params, defaults, generator, seed, on_divergence, check_every, divergence_bound)
 
     step = _Langevin.step  # documented in _Langevin.step
 
@@ -850,6 +1048,10 @@ class PSGLD(_Langevin):
     seed : int, optional
         Non-negative seed of a new generator (:func:`make_generator`); None draws fresh
         entropy, recorded in ``seed``.
+    on_divergence, check_every, divergence_bound
+        The divergence check (:class:`~sgsim.torch.Divergence`): ``"raise"`` (default) or
+        ``"mark"``; check after every ``check_every``-th step (int >= 1, default 1); a bound
+        ``> 0`` on every ``|theta_i|``, or None (default: only non-finite values diverge).
 
     Attributes
     ----------
@@ -857,6 +1059,8 @@ class PSGLD(_Langevin):
         The generator the noise is drawn from.
     seed : int or None
         The sgsim seed of the generator, None when it was given.
+    divergence : Divergence or None
+        Where the chain diverged, with ``on_divergence="mark"`` (None while it has not).
 
     Raises
     ------
@@ -869,9 +1073,10 @@ class PSGLD(_Langevin):
     _gamma_term = False
 
     def __init__(self, params, lr: float, rms_decay: float = 0.99, floor: float = 1e-5, temperature: float = 1.0,
-                 num_data: int | None = None, generator=None, seed=None):  # fmt: skip
+                 num_data: int | None = None, generator=None, seed=None, *, on_divergence: str = "raise",
+                 check_every: int = 1, divergence_bound: float | None = None):  # fmt: skip
         defaults = dict(lr=lr, rms_decay=rms_decay, floor=floor, temperature=temperature, num_data=num_data)
-        super().__init__(params, defaults, generator, seed)
+        super().__init__(params, defaults, generator, seed, on_divergence, check_every, divergence_bound)
 
     step = _Langevin.step  # documented in _Langevin.step
 
@@ -956,7 +1161,7 @@ class PSGLDGamma(PSGLD):
 
     Parameters
     ----------
-    params, lr, rms_decay, floor, temperature, num_data, generator, seed
+    params, lr, rms_decay, floor, temperature, num_data, generator, seed, on_divergence, check_every, divergence_bound
         As for :class:`PSGLD`.
 
     Raises

@@ -78,6 +78,15 @@ from .. import rng as _rng
 from .._validate import ParameterError, ParameterTypeError, boolean, integer, positive_float, real
 from ..integrators.sgld_repulsive import JITTERS, QUIET_JITTER
 from ..integrators.svgd import check_bandwidth
+from ._trust import (
+    Divergence,
+    DivergenceCheck,
+    divergence_from,
+    divergence_record,
+    generator_record,
+    restore_generator,
+    split_extras,
+)
 from .optim import _same_device, make_generator
 
 __all__ = ["SGLDRepulsive", "SVGD"]
@@ -147,12 +156,18 @@ class _Ensemble:
 
     _noisy = False  # SVGD; SGLDRepulsive injects noise at T > 0
 
-    def __init__(self, models, lr, temperature, num_data, bandwidth, normalise, median_correction):
+    generator: torch.Generator | None = None  # SVGD draws nothing
+
+    def __init__(self, models, lr, temperature, num_data, bandwidth, normalise, median_correction,
+                 on_divergence="raise", check_every=1, divergence_bound=None):  # fmt: skip
         models = _check_models(models)
         group = {"lr": lr, "num_data": num_data}
         if self._noisy:
             group["temperature"] = temperature
         self._check_group(group)
+        self._check = DivergenceCheck(on_divergence, check_every, divergence_bound)
+        self._steps = 0
+        self.divergence: Divergence | None = None
         self._fixed_h = None if check_bandwidth("bandwidth", bandwidth) == "median" else float(bandwidth)
         self.normalise: bool = boolean("normalise", normalise)
         self.median_correction: bool = boolean("median_correction", median_correction)
@@ -188,6 +203,97 @@ class _Ensemble:
     def device(self) -> torch.device:
         """The device of the particles."""
         return self.flat.device
+
+    @property
+    def steps_taken(self) -> int:
+        """The number of steps taken, counted across a resume (kept in ``state_dict()``)."""
+        return self._steps
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def state_dict(self) -> dict:
+        """Everything a checkpoint needs to continue the run bit for bit.
+
+        Returns
+        -------
+        dict
+            ``"particles"`` (a copy of ``flat``), ``"buffers"``, ``"param_groups"`` (the numbers
+            of the one group), ``"bandwidth"``, ``"jitter"``, ``"steps"``, ``"divergence"`` and,
+            for :class:`SGLDRepulsive`, ``"generator"`` (its device and ``get_state()``).
+        """
+        out = {
+            "particles": self.flat.detach().clone(),
+            "buffers": {n: b.clone() for n, b in self.buffers.items()},
+            "param_groups": [dict(self.param_groups[0])],
+            "bandwidth": self.bandwidth,
+            "jitter": getattr(self, "jitter", 0.0),
+            "steps": self._steps,
+            "divergence": divergence_record(self.divergence),
+        }
+        if self.generator is not None:
+            out["generator"] = generator_record(self.generator)
+        return out
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Continue a saved run: the particles, buffers, numbers, generator and step count of :meth:`state_dict`.
+
+        A ``state_dict`` without a generator state loads with a ``RuntimeWarning`` (the noise
+        continues from this sampler's generator as it stands).
+
+        Parameters
+        ----------
+        state_dict : dict
+            As :meth:`state_dict` returns it, from an ensemble of the same shape.
+        """
+        name = type(self).__name__
+        rest, extras = split_extras(state_dict, name)
+        particles = rest.get("particles")
+        if not isinstance(particles, torch.Tensor) or tuple(particles.shape) != tuple(self.flat.shape):
+            raise ParameterError(
+                "state_dict", f"{name}.load_state_dict: 'particles' must be a tensor of shape {tuple(self.flat.shape)}"
+            )
+        buffers = rest.get("buffers", {})
+        if not isinstance(buffers, dict) or set(buffers) != set(self.buffers):
+            raise ParameterError("state_dict", f"{name}.load_state_dict: 'buffers' must name {sorted(self.buffers)}")
+        groups = rest.get("param_groups")
+        if not isinstance(groups, list) or len(groups) != 1 or not isinstance(groups[0], dict):
+            raise ParameterError("state_dict", f"{name}.load_state_dict: 'param_groups' must hold one dict")
+        group = {**self.param_groups[0], **groups[0]}
+        self._check_group(group)
+        for key, value in buffers.items():
+            if not isinstance(value, torch.Tensor) or value.shape != self.buffers[key].shape:
+                raise ParameterError("state_dict", f"{name}.load_state_dict: buffer {key!r} has the wrong shape")
+        if self.generator is not None:
+            restore_generator(self.generator, extras.get("generator"), name)
+        with torch.no_grad():
+            self.flat.copy_(particles)
+            for key, value in buffers.items():
+                self.buffers[key].copy_(value)
+        self.param_groups[0].update(group)
+        bandwidth = rest.get("bandwidth")
+        self.bandwidth = None if bandwidth is None else float(bandwidth)
+        if hasattr(self, "jitter"):
+            self.jitter = float(rest.get("jitter", 0.0))
+        self._steps = extras.get("steps", self._steps)
+        self._check.checked = self._steps
+        self.divergence = divergence_from(extras.get("divergence"))
+
+    # ------------------------------------------------------------------ the divergence check
+
+    def _check_divergence(self) -> None:
+        """The divergence check after a step (:class:`~sgsim.torch.Divergence`): one reduction and one read-back."""
+        check, z = self._check, self.flat
+        if check.healthy([z]):
+            check.checked = self._steps
+            return
+        # the kernel mixes every particle's gradient into every drift: no gradient is named
+        for i in range(self.n_particles):
+            for pname, view in self.params.items():
+                reason = check.reason(view[i], None)
+                if reason is not None:
+                    where = f"particle {i}'s parameter {pname!r} (shape {tuple(view.shape[1:])})"
+                    self.divergence = check.found(type(self).__name__, self._steps, where, reason)
+                    return
 
     # ------------------------------------------------------------------ the loss of every particle
 
@@ -271,6 +377,15 @@ class _Ensemble:
     def _step(self, loss_fn, args, noise, noisy: bool) -> torch.Tensor:
         group = self.param_groups[0]
         self._check_group(group)
+        if self.divergence is not None:  # marked: the ensemble has stopped
+            return torch.full((self.n_particles,), math.nan, dtype=self.flat.dtype, device=self.device)
+        losses = self._move(loss_fn, args, noise, noisy, group)
+        self._steps += 1
+        if self._check.due(self._steps):
+            self._check_divergence()
+        return losses
+
+    def _move(self, loss_fn, args, noise, noisy: bool, group: dict) -> torch.Tensor:
         lr, temp = group["lr"], group.get("temperature", 0.0)
         n = self.n_particles
         if noisy and noise is not None:
@@ -372,6 +487,9 @@ class SGLDRepulsive(_Ensemble):
     seed : int, optional
         Non-negative seed of a new generator (:func:`~sgsim.torch.make_generator`); None draws
         fresh entropy, recorded in ``seed``.
+    on_divergence, check_every, divergence_bound
+        The divergence check (:class:`~sgsim.torch.Divergence`), as for :class:`~sgsim.torch.SGLD`;
+        ``"mark"`` stops the ensemble (later steps return NaN losses and move nothing).
 
     Attributes
     ----------
@@ -392,6 +510,8 @@ class SGLDRepulsive(_Ensemble):
         The generator the noise is drawn from.
     seed : int or None
         The sgsim seed of the generator, None when it was given.
+    divergence : :class:`~sgsim.torch.Divergence` or None
+        Where the ensemble diverged, with ``on_divergence="mark"`` (None while it has not).
 
     Raises
     ------
@@ -427,7 +547,9 @@ class SGLDRepulsive(_Ensemble):
 
     def __init__(self, models, lr: float, temperature: float = 1.0, num_data: int | None = None,
                  bandwidth: float | str = "median", normalise: bool = True, median_correction: bool = True,
-                 generator: torch.Generator | None = None, seed: int | None = None):  # fmt: skip
+                 generator: torch.Generator | None = None, seed: int | None = None, *,
+                 on_divergence: str = "raise", check_every: int = 1,
+                 divergence_bound: float | None = None):  # fmt: skip
         if generator is not None and seed is not None:
             raise ParameterError("seed", "give generator or seed, not both")
         if generator is not None and not isinstance(generator, torch.Generator):
@@ -436,7 +558,8 @@ class SGLDRepulsive(_Ensemble):
             )
         if seed is not None:
             seed = _rng.resolve_seed(seed)
-        super().__init__(models, lr, temperature, num_data, bandwidth, normalise, median_correction)
+        super().__init__(models, lr, temperature, num_data, bandwidth, normalise, median_correction,
+                         on_divergence, check_every, divergence_bound)  # fmt: skip
         if generator is None:
             self.seed: int | None = _rng.resolve_seed(seed)
             generator = make_generator(self.seed, self.device)
@@ -531,6 +654,8 @@ class SVGD(_Ensemble):
         The RBF bandwidth ``h > 0``, or the median heuristic at every step.
     normalise : bool
         Divide the kernel sums by ``L``.
+    on_divergence, check_every, divergence_bound
+        The divergence check, as for :class:`SGLDRepulsive`.
 
     Attributes
     ----------
@@ -548,8 +673,10 @@ class SVGD(_Ensemble):
     """
 
     def __init__(self, models, lr: float, num_data: int | None = None, bandwidth: float | str = "median",
-                 normalise: bool = True):  # fmt: skip
-        super().__init__(models, lr, 0.0, num_data, bandwidth, normalise, False)
+                 normalise: bool = True, *, on_divergence: str = "raise", check_every: int = 1,
+                 divergence_bound: float | None = None):  # fmt: skip
+        super().__init__(models, lr, 0.0, num_data, bandwidth, normalise, False,
+                         on_divergence, check_every, divergence_bound)  # fmt: skip
 
     def step(self, loss_fn: Callable, *args) -> torch.Tensor:
         """One SVGD step of the whole ensemble.
