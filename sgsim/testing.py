@@ -481,7 +481,7 @@ def _storage(method, target, n_steps, small, state) -> CheckResult:
 
 def _replay(method: Method, target, n_steps, small) -> CheckResult:
     from .io import write_result
-    from .sampling import replay
+    from .sampling import ReplayMismatchError, replay
 
     if target.spec is None:
         return CheckResult("replay", SKIPPED, f"target {target.name!r} was built by hand: it has no recipe to replay")
@@ -490,7 +490,10 @@ def _replay(method: Method, target, n_steps, small) -> CheckResult:
     allow = [module.split(".")[0]] if module and module != "__main__" else []
     with tempfile.TemporaryDirectory() as tmp:
         path = write_result(first, Path(tmp) / "run.nc")
-        again = replay(path, allow=allow)
+        try:
+            again = replay(path, allow=allow)
+        except ReplayMismatchError as exc:
+            return CheckResult("replay", FAILED, str(exc))
     same = _same(flat_draws(first), flat_draws(again))
     return CheckResult("replay", PASSED if same else FAILED, "a result written to disk replays with the same bits")
 
