@@ -138,9 +138,10 @@ def test_healthy_long_runs_never_trip_the_default_bound(name, method):
     for seed in range(3):
         r = sgsim.sample(target, method, n_steps, n_chains=4, seed=seed, thin=10, **kw)  # raises if it trips
         reach = max(reach, float(np.max(np.abs(sgsim.results.flat_draws(r)))))
-    # and not narrowly: the healthy chains stay within a quarter of the bound (they reach at
-    # most a tenth of it here), so the test fails if the rule tightens towards real draws
-    assert reach < 0.25 * bound
+    # and not narrowly: the healthy chains stay within half of the bound (20 of the target's
+    # standard deviations; they reach at most 9 of them here, the mixture of exponentials' left
+    # tail in log z), so the test fails if the rule tightens towards real draws
+    assert reach < 0.5 * bound
     # negative control: a bound inside the region the chains visit trips (the chains start at
     # the origin rather than in the initial box, which may reach beyond that region)
     origin = dict(n_chains=4, seed=0, init=np.zeros(target.dim), thin=10, **kw)

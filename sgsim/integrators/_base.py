@@ -39,6 +39,8 @@ __all__ = [
     "cyclical_schedule",
     "CONSTANT_OPTIONS",
     "CYCLICAL_OPTIONS",
+    "StepSizeWarning",
+    "curvature_limit",
 ]
 
 INDEPENDENT = "independent"
@@ -123,6 +125,16 @@ class Algorithm:
         ``stability(largest_step, target, options)``: raises a ParameterError naming
         ``step_size`` when the largest step of the schedule is beyond the stability limit of
         the recursion on this target (where it is known); called before any work.
+    step_limit : callable, optional
+        ``step_limit(target, options) -> (limit, rule) or None``: the step size from which the
+        recursion is unstable on this target (read from
+        :meth:`~sgsim.targets.Target.curvature_bound`; :func:`curvature_limit`), with the rule in
+        words; None where no limit is known. The run driver checks the schedule against it
+        before any work: a run whose every step is beyond it is refused (a ParameterError naming
+        ``step_size``), one whose steps cross it on at least half of the steps warns
+        (:class:`StepSizeWarning`), one that crosses it on fewer steps (a cyclical schedule's
+        first steps of each cycle) runs, watched by the divergence check; ``step_check`` of
+        :func:`sgsim.sample` overrides this.
     report : callable, optional
         ``report(final_stats) -> str or None``: given each statistic's final value per
         replica (a dict of arrays), a warning for the caller, or None.
@@ -173,6 +185,7 @@ class Algorithm:
     )
     serial_blas: bool = False
     stability: Callable[[float, Any, dict], None] | None = None
+    step_limit: Callable[[Any, dict], tuple[float, str] | None] | None = None
     report: Callable[[dict], str | None] | None = None
     oracle: Callable[..., np.ndarray] | None = None
     asymptotically_exact: bool = False
@@ -250,7 +263,7 @@ RESERVED_OPTIONS = frozenset(
         "target", "method", "n_steps", "n_chains", "n_particles", "seed", "init", "init_velocity", "burn_in", "thin",
         "storage", "schedule", "noise_correction", "on_divergence", "divergence_bound", "log_density", "n_threads",
         "progress", "backend", "precision", "step_size", "temperature", "n_cycles", "explore_fraction",
-        "skip_per_cycle",
+        "skip_per_cycle", "step_check",
     }
 )  # fmt: skip
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -558,6 +571,22 @@ def refuse_step(largest: float, limit: float, what: str) -> None:
             "step_size",
             f"step_size {largest:.6g} is beyond the stability limit {limit:.6g} ({what}): the iterates would diverge",
         )
+
+
+class StepSizeWarning(UserWarning):
+    """A schedule whose steps cross the sampler's stability limit on this target on many of its steps."""
+
+
+def curvature_limit(target, factor: float, rule: str) -> tuple[float, str] | None:
+    """``(factor / L, rule)`` with ``L`` the target's :meth:`~sgsim.targets.Target.curvature_bound`, or None.
+
+    For a ``step_limit`` whose recursion on ``U = L x^2 / 2`` is stable exactly while
+    ``step_size * L < factor``; ``rule`` says it in words.
+    """
+    bound = target.curvature_bound()
+    if bound is None or not bound > 0:
+        return None
+    return factor / bound, f"{rule}, with L = {bound:.6g} the target's curvature bound"
 
 
 def refuse_emulated_noise(alg_name: str, target, why: str) -> None:

@@ -39,6 +39,12 @@ move, ``(g_{k,i} - g_{k-1,i}) / (theta_{k-1,i} - theta_{k-2,i})`` (kept in the s
 move): exact on separable targets as the step goes to 0, noisy with minibatch gradients. The
 Gamma term scales with the step's temperature, which the update reads as ``t``.
 
+Stability: no limit is checked. On ``U = L x^2 / 2`` the step contracts while
+``alpha G L < 2``, and ``G <= 1 / lambda`` makes ``alpha L < 2 lambda`` sufficient; but ``G``
+adapts to the gradients (it shrinks as ``|g|`` grows), so no step size is unstable for every
+state of the preconditioner, and a refusal would have no necessary limit to rest on. A run
+that blows up is caught by the divergence check.
+
 Neither form is affine on a Gaussian target (``G`` depends on the gradients), so they have no
 exact Gaussian law; the conformance kit checks their compiled steps against NumPy oracles, and
 the tests check the stationary moments on a non-Gaussian target. A target's emulated gradient

@@ -84,6 +84,13 @@ grid of the 25-Gaussian mixture with weights ``2^(x_1 / 2)`` (4 replicas, ``ladd
 cold chain's ``E x_1`` is 0.12 low at ``step_size=0.01``, 0.05 low at 0.005 and within its Monte
 Carlo error (0.03) at 0.0025 (every replica's step counts: at a cold step of 0.001 with hot
 steps of 0.01 it is still 0.05 low).
+
+Stability: each rung takes SGLD's step ``s_p alpha``, stable on ``U = L x^2 / 2`` exactly while
+``s_p alpha L < 2``. Swaps move positions between rungs, so a rung beyond its limit does not
+always blow the ladder up; when every rung is beyond it (``alpha L min_p s_p >= 2``, a
+*necessary* limit) nothing contracts, and a run whose every step is beyond it is refused before
+any work (an error naming ``step_size``; ``L`` the target's
+:meth:`~sgsim.targets.Target.curvature_bound`). ``alpha L max_p s_p < 2`` is sufficient.
 """
 
 from __future__ import annotations
@@ -97,7 +104,7 @@ from .. import dynamics
 from .._jit import jit
 from .._validate import ParameterError, ParameterTypeError, finite_array, integer, real
 from ..rng import standard_normal, uniform
-from ._base import CONSTANT_OPTIONS, INTERACTING, Algorithm, Method, Option, constant_schedule
+from ._base import CONSTANT_OPTIONS, INTERACTING, Algorithm, Method, Option, constant_schedule, curvature_limit
 from ._loop import gradient
 
 __all__ = [
@@ -340,6 +347,13 @@ def swap_rates(idata) -> dict[str, np.ndarray]:
         }
 
 
+def step_limit(target, options):
+    """``2 / (L min_p s_p)``: beyond it every rung's SGLD step expands (module docs); necessary."""
+    scales = options["step_scales"]
+    low = 1.0 if scales is None else float(np.min(scales))
+    return curvature_limit(target, 2.0 / low, f"step_size * min_p(s_p) * L < 2, min_p s_p = {low:g}")
+
+
 RESGLD = Algorithm(
     name="resgld",
     summary="replica-exchange SGLD: one SGLD chain per temperature of a ladder, adjacent rungs swap positions",
@@ -371,6 +385,7 @@ RESGLD = Algorithm(
     noise=_noise,
     check=_check,
     stats=("swap_attempts", "swaps", "cold_swaps", "steps"),
+    step_limit=step_limit,
     asymptotically_exact=True,
     references="Deng, Feng, Gao, Liang and Lin (2020), §2, §3 and Algorithm 1; Ceperley and Dewing (1999)",
     potential=True,

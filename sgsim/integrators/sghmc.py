@@ -23,6 +23,19 @@ Gradient-noise correction (``noise_correction=True``): the injected covariance b
 ``gamma_hat_k = alpha_k s^2 / (2 T_k)`` (``alpha_k s^2 / 2`` at ``T = 1``),
 and it needs ``alpha_k V <= 2 eta T_k I``. It cannot be combined with a non-zero ``gamma_hat``.
 
+Stability: on ``U = L x^2 / 2`` one step maps ``(theta, v)`` by the companion matrix
+``M = [[1, 1], [-alpha L, 1 - eta - alpha L]]`` (the position moves, then the velocity takes
+the gradient there), with ``det M = 1 - eta`` and ``tr M = 2 - eta - alpha L``. By the Jury
+criterion both eigenvalues lie inside the unit circle exactly while ``|det M| < 1`` and
+``|tr M| < 1 + det M``, that is for ``eta`` in ``(0, 1]`` while
+``0 < alpha L < 2 (2 - eta)`` (``sgsim.theory``'s stationary SGHMC law needs the same).
+``gamma_hat`` changes the noise only. With ``L`` the target's
+:meth:`~sgsim.targets.Target.curvature_bound`, a run whose every step is at or beyond
+``2 (2 - eta) / L`` is refused before any work (an error naming ``step_size`` and the limit); a
+schedule beyond it on at least half of its steps warns; a cyclical schedule beyond it only on the
+first steps of each cycle runs, watched by the divergence check (``step_check`` of
+:func:`sgsim.sample` overrides this).
+
 The exact discrete-time law on linear-Gaussian targets is :func:`sgsim.theory.sghmc_law`; at
 stationarity on ``U = a theta^2 / 2`` the velocity variance is ``alpha / (1 - eta/2)``, not
 ``alpha``.
@@ -44,10 +57,11 @@ from ._base import (
     Option,
     check_unit_interval,
     constant_schedule,
+    curvature_limit,
     cyclical_schedule,
 )
 
-__all__ = ["SGHMC", "METHOD", "CYCLICAL", "Constants", "move", "update"]
+__all__ = ["SGHMC", "METHOD", "CYCLICAL", "Constants", "move", "update", "step_limit"]
 
 
 @jit(inline=True)
@@ -97,6 +111,12 @@ def _noise(block, target, options):
     )
 
 
+def step_limit(target, options):
+    """``2 (2 - eta) / L``: the companion matrix of the step on ``U = L x^2 / 2`` (module docs)."""
+    eta = options["friction"]
+    return curvature_limit(target, 2.0 * (2.0 - eta), f"step_size * L < 2 (2 - eta), eta = {eta:g}")
+
+
 SGHMC = Algorithm(
     name="sghmc",
     summary="stochastic gradient Hamiltonian Monte Carlo in the cyclical paper's parametrisation",
@@ -111,6 +131,7 @@ SGHMC = Algorithm(
     constants=lambda options: Constants(1.0 - options["friction"]),
     noise=_noise,
     check=_check,
+    step_limit=step_limit,
     asymptotically_exact=True,
     references="Chen, Fox and Guestrin (2014); [cSG] §2",
 )

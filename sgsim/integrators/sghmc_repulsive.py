@@ -55,6 +55,15 @@ target: its exact law follows from the usual recursions (the theory page).
 ``eta c lambda(K)``, can reach ``eta L``: keep ``eta <= 2 / L`` there. Emulated gradient noise
 (a target's ``grad_noise_cov``) is not added to ensembles, so ``noise_correction`` is refused.
 
+Stability. With the particles further apart than the bandwidth (``K = I``, no repulsion) each
+particle runs SGHMC with the position step ``c v`` and the friction ``eta c``: on
+``U = L x^2 / 2`` the companion matrix ``[[1, c], [-alpha c L, 1 - eta c - alpha c^2 L]]`` has
+``det = 1 - eta c`` and ``tr = 2 - eta c - alpha c^2 L``, and by the Jury criterion it is stable
+exactly while ``alpha c^2 L < 2 (2 - eta c)``. That limit is *necessary* (a spread ensemble is
+unstable beyond it, and a run whose every step is beyond it is refused before any work, an
+error naming ``step_size``); with the kernel's coupling the ensemble's own limit depends on
+``K`` and is not checked (``step_check`` of :func:`sgsim.sample` overrides the check).
+
 Cost per step: two kernel matrices (before and after the position move), SGLD+R's drift and
 Cholesky factor, and the products ``K V``: ``O(L^3 / 3 + L^2 d)``.
 """
@@ -81,13 +90,14 @@ from ._base import (
     check_bool,
     check_unit_interval,
     constant_schedule,
+    curvature_limit,
     cyclical_schedule,
 )
 from ._loop import gradient
 from .sgld_repulsive import _median_correction, _report, cholesky_with_jitter, median_pairs
 from .svgd import check_bandwidth, kernel_drift, kernel_from_sq_distances, median_sq_distance, pair_sq_distances
 
-__all__ = ["SGHMC_REPULSIVE", "METHOD", "CYCLICAL", "Constants", "algorithm"]
+__all__ = ["SGHMC_REPULSIVE", "METHOD", "CYCLICAL", "Constants", "algorithm", "step_limit"]
 
 
 class Constants(NamedTuple):
@@ -205,6 +215,15 @@ def _check(options: dict, target) -> dict:
     return options
 
 
+def step_limit(target, options):
+    """``2 (2 - eta c) / (c^2 L)``: a spread ensemble's SGHMC companion matrix (module docs); necessary."""
+    c = 1.0 / options["n_particles"] if options["normalise"] else 1.0
+    eta = options["friction"]
+    return curvature_limit(
+        target, 2.0 * (2.0 - eta * c) / (c * c), f"step_size * c^2 * L < 2 (2 - eta c), c = {c:g}, eta = {eta:g}"
+    )
+
+
 def algorithm(name: str, summary: str, gamma: float = 1.0) -> Algorithm:
     """The record of the step with ``Gamma`` multiplied by ``gamma`` (1: the sampler; 0 drops it, which
     is not a sampler, for the checks that must tell the difference).
@@ -242,6 +261,7 @@ def algorithm(name: str, summary: str, gamma: float = 1.0) -> Algorithm:
         stats=("bandwidth", "jitter"),
         serial_blas=True,
         report=_report,
+        step_limit=step_limit,
         asymptotically_exact=gamma == 1.0,
         references="[Rep] eq. 5 with a curl matrix Q_K (derived here); [cSG] §2 for the discretisation",
     )

@@ -19,6 +19,15 @@ gradient noise of covariance ``V`` the injected covariance is reduced to
 paper's reference 25-Gaussian code (:func:`sgsim.dynamics.sgld_noise`). It requires
 ``alpha_k V <= 2 T_k I`` at every sampling step.
 
+Stability: on ``U = L x^2 / 2`` the step is ``x <- (1 - alpha L) x + noise``, whose mean and
+variance stay bounded exactly while ``alpha L < 2`` (its stationary variance
+``2 alpha T / (1 - (1 - alpha L)^2)`` grows without bound as ``alpha L -> 2``). With ``L`` the
+target's :meth:`~sgsim.targets.Target.curvature_bound`, a run whose every step has
+``alpha_k >= 2 / L`` is refused before any work (an error naming ``step_size`` and the limit); a
+schedule beyond it on at least half of its steps warns; a cyclical schedule beyond it only on
+the first steps of each cycle (the exploration at large steps is the method's design) runs,
+watched by the divergence check. ``step_check`` of :func:`sgsim.sample` overrides this.
+
 Correctness: for ``alpha_k -> 0`` with ``sum alpha_k = inf`` SGLD's iterates converge weakly to
 ``exp(-U/T)`` (Teh, Thiery and Vollmer 2016); [cSG] Theorem 1 bounds the Wasserstein distance
 for the cyclical schedule. On linear-Gaussian targets the exact law of every iterate is
@@ -37,11 +46,12 @@ from ._base import (
     Algorithm,
     Method,
     constant_schedule,
+    curvature_limit,
     cyclical_schedule,
 )
 from ._loop import stay
 
-__all__ = ["SGLD", "METHOD", "CYCLICAL", "update"]
+__all__ = ["SGLD", "METHOD", "CYCLICAL", "update", "step_limit"]
 
 
 @jit(inline=True)
@@ -59,6 +69,11 @@ def _noise(block, target, options):
     return dynamics.sgld_noise(block.step_size, block.temperature, target.grad_noise_cov, options["noise_correction"])
 
 
+def step_limit(target, options):
+    """``2 / L``: SGLD on ``U = L x^2 / 2`` contracts exactly while ``step_size * L < 2`` (module docs)."""
+    return curvature_limit(target, 2.0, "step_size * L < 2")
+
+
 SGLD = Algorithm(
     name="sgld",
     summary="stochastic gradient Langevin dynamics",
@@ -69,6 +84,7 @@ SGLD = Algorithm(
     step=(stay, update),
     constants=lambda options: NO_CONSTANTS,
     noise=_noise,
+    step_limit=step_limit,
     asymptotically_exact=True,
     references="Welling and Teh (2011); [cSG] §2",
 )

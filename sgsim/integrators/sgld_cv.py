@@ -24,6 +24,11 @@ cyclical schedule ([cSG] eq. 2). The estimators themselves are
 :func:`sgsim.targets.control_variates.control_variate` and
 :func:`~sgsim.targets.control_variates.svrg`; the exact mean and covariance of every iterate on
 linear regression, :func:`sgsim.theory.minibatch_law.minibatch_sgld_moments`.
+
+Stability: SGLD's (:mod:`sgsim.integrators.sgld`). Both estimates have, on average over
+minibatches, the Hessian of ``U``, so the mean recursion on ``U = L x^2 / 2`` contracts exactly
+while ``step_size * L < 2``; a run whose every step is beyond ``2 / L`` (``L`` the target's
+:meth:`~sgsim.targets.Target.curvature_bound`) is refused before any work.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from ._base import (
     cyclical_schedule,
 )
 from ._loop import stay
-from .sgld import _noise, update
+from .sgld import _noise, step_limit, update
 
 __all__ = ["SGLD_CV", "SVRG_LD", "METHODS", "example_target"]
 
@@ -94,6 +99,7 @@ SGLD_CV = Algorithm(
     constants=lambda options: NO_CONSTANTS,
     noise=_noise,
     check=_check_cv,
+    step_limit=step_limit,
     asymptotically_exact=True,
     references="Baker, Fearnhead, Fox and Nemeth (2019), Control variates for stochastic gradient MCMC",
     gradient=lambda target, options: _cv.control_variate(target, options["control_point"]),
@@ -114,6 +120,7 @@ SVRG_LD = Algorithm(
     constants=lambda options: NO_CONSTANTS,
     noise=_noise,
     check=_check_svrg,
+    step_limit=step_limit,
     asymptotically_exact=True,
     references="Dubey et al. (2016), Variance reduction in stochastic gradient Langevin dynamics",
     gradient=lambda target, options: _cv.svrg(target, _svrg_every(options, target)),

@@ -35,6 +35,11 @@ up. ``median_correction=False`` runs the uncorrected step, for comparison. The m
 differentiable where the middle pair changes, but it is continuous, so ``D`` is Lipschitz
 and the Fokker-Planck argument holds with the derivative taken where it exists.
 
+Stability: the drift is SVGD's with the noise added, so SVGD's limits hold
+(:mod:`sgsim.integrators.svgd`): ``step_size * c * L < 2`` is necessary (``c = 1/L_p``, or 1 without
+``normalise``; for random batches ``c`` is one over the largest batch), and a run whose every
+step is beyond it is refused before any work. At ``T = 0`` the step is SVGD's.
+
 Temperature: ``T_k`` multiplies the repulsion as well as the noise variance, which makes the
 step a sampler of ``pi^(1/T)`` (the recipe applied to ``U / T``, time rescaled by ``T``). At
 ``T = 0`` (the exploration stage of ``csgld_repulsive``) the step is SVGD's instead, with the
@@ -105,10 +110,12 @@ from ._base import (
     Option,
     check_bool,
     constant_schedule,
+    curvature_limit,
     cyclical_schedule,
 )
 from ._loop import gradient
 from .svgd import check_bandwidth, kernel_drift, kernel_from_sq_distances, median_sq_distance, pair_sq_distances
+from .svgd import step_limit as _svgd_limit
 
 __all__ = [
     "SGLD_REPULSIVE",
@@ -339,6 +346,7 @@ def _algorithm(name: str, sign: float, summary: str) -> Algorithm:
         stats=("bandwidth", "jitter"),
         serial_blas=True,
         report=_report,
+        step_limit=_svgd_limit,
         # the printed paper's -Gamma is a deliberately wrong sampler
         asymptotically_exact=sign > 0,
         references="[Rep] eqs. 5, 7, 8 (sign of Gamma and of the kernel term corrected); Ma, Chen and Fox (2015)",
@@ -516,6 +524,16 @@ def _rb_check(options: dict, target) -> dict:
     return options
 
 
+def _rb_limit(target, options):
+    # the necessary limit of SVGD's drift with c = 1 / (the largest batch): the last batch takes
+    # the remainder, n_particles mod batch_size, on top of its batch_size particles
+    if not options["normalise"]:
+        return curvature_limit(target, 2.0, "step_size * L < 2, particles further apart than h")
+    p, n = options["batch_size"], options["n_particles"]
+    largest = p + n % p
+    return curvature_limit(target, 2.0 * largest, f"step_size * L / {largest} < 2, the largest batch of {largest}")
+
+
 SGLD_REPULSIVE_RB = Algorithm(
     name="sgld_repulsive_rb",
     summary="SGLD+R in random batches: each step, every particle interacts with the p-1 others of its batch",
@@ -539,6 +557,7 @@ SGLD_REPULSIVE_RB = Algorithm(
     check=_rb_check,
     stats=("bandwidth", "jitter"),
     report=_report,
+    step_limit=_rb_limit,
     # K and C of each batch side by side, rows in batch order (the last batch up to 2p - 1 long)
     pair_shape=lambda n_particles, options: (n_particles, 4 * options["batch_size"]),
     references="[Rep] eqs. 5-8 in random batches (Jin, Li and Liu 2020, random batch methods)",

@@ -33,6 +33,15 @@ it). ``friction_step="exponential"`` multiplies by ``exp(-h xi)``, the exact flo
 friction part over the step, the same to first order in ``h`` and a contraction for every
 ``xi >= 0``; ``"euler"``, as printed, is the default.
 
+Stability. On ``U = L x^2 / 2`` with the thermostat held at ``xi``, the step maps
+``(theta, v = h p)`` by ``[[1 - alpha L, f], [-alpha L, f]]`` with ``f = 1 - h xi`` (or
+``exp(-h xi)``): ``det = f``, ``tr = 1 + f - alpha L``, stable by the Jury criterion exactly while
+``|f| < 1`` and ``alpha L < 2 (1 + f)``. The thermostat moves ``f`` during the run, and no ``f``
+allows ``alpha L >= 4``: that *necessary* limit, with ``L`` the target's
+:meth:`~sgsim.targets.Target.curvature_bound`, refuses a run whose every step is beyond it before
+any work (an error naming ``step_size``; ``step_check`` of :func:`sgsim.sample` overrides it). At
+the thermostat's resting value ``h xi = h A`` the limit is the smaller ``2 (2 - h A) / L``.
+
 Temperature. The thermostat's set point is the step's temperature ``T_k`` (the update reads it
 as ``t``): at ``T = 0``, on the exploration steps of the cyclical schedule (``csgnht``), it drains
 the kinetic energy, momentum descent with an adaptive friction. The ``noise_correction`` is
@@ -57,11 +66,12 @@ from ._base import (
     Method,
     Option,
     constant_schedule,
+    curvature_limit,
     cyclical_schedule,
 )
 from ._loop import stay
 
-__all__ = ["SGNHT", "METHOD", "CYCLICAL", "FRICTION_STEPS", "Constants", "update", "oracle", "init"]
+__all__ = ["SGNHT", "METHOD", "CYCLICAL", "FRICTION_STEPS", "Constants", "update", "oracle", "init", "step_limit"]
 
 #: How a step applies the thermostat's friction to the momentum.
 FRICTION_STEPS = ("euler", "exponential")
@@ -136,6 +146,11 @@ def _check(options: dict, target) -> dict:
     return options
 
 
+def step_limit(target, options):
+    """``4 / L``: no thermostat value keeps the step stable beyond it (module docs); necessary."""
+    return curvature_limit(target, 4.0, "step_size * L < 2 (1 + f) < 4 for every friction factor f in (-1, 1)")
+
+
 SGNHT = Algorithm(
     name="sgnht",
     summary="stochastic gradient Nose-Hoover thermostat: an adaptive friction holds the kinetic temperature",
@@ -156,6 +171,7 @@ SGNHT = Algorithm(
     constants=lambda options: Constants(options["friction_step"] == "exponential"),
     noise=_noise,
     check=_check,
+    step_limit=step_limit,
     init=init,
     oracle=oracle,
     asymptotically_exact=True,

@@ -30,6 +30,19 @@ Why it is not an exact sampler at finite ``L``: SVGD is the deterministic flow
 ``N(0, s^2)`` settle at ``+-a`` with ``a^2 = (h/4) log(1 + 4 s^2 / h) < s^2``: SVGD underestimates
 the variance. Adding the noise ``N(0, 2 epsilon K / L)`` gives SGLD with repulsive forces.
 
+Stability. On ``U = L x^2 / 2`` with the kernel frozen, one step maps the ensemble by
+``Z <- (I - epsilon c L K + epsilon c (2 / h) (diag(K 1) - K)) Z`` (``c = 1/L_p`` with
+``normalise``, ``L_p`` particles, else 1). Its Lipschitz constant, kernel term included, is at most
+``epsilon c (L lambda_max(K) + (2 / h) lambda_max(diag(K 1) - K)) <= epsilon c L_p (L + 4 / h)``,
+so ``epsilon c L_p (L + 4 / h) < 2`` is *sufficient* for a contraction of the frozen step (it depends
+on ``h``, and on the ensemble through ``K``, so it is not checked). What is checked is a
+*necessary* limit: an ensemble whose particles are further apart than the bandwidth has
+``K = I`` and no repulsion, each particle steps ``z <- (1 - epsilon c L) z``, unstable once
+``epsilon c L >= 2``. With ``L`` the target's :meth:`~sgsim.targets.Target.curvature_bound`, a run
+whose every step is at or beyond ``2 / (c L)`` is refused before any work (an error naming
+``step_size``); a schedule beyond it on at least half of its steps warns (``step_check`` of
+:func:`sgsim.sample` overrides this).
+
 Cost per step: ``L`` gradients, ``L (L - 1) / 2`` exponentials (each pair once), ``O(L^2 d)``
 arithmetic, and with the median heuristic a selection over ``L (L - 1) / 2`` distances; the
 particle loops run on numba's threads for large ensembles.
@@ -44,7 +57,7 @@ from numba import prange
 
 from .._jit import jit
 from .._validate import ParameterError, ParameterTypeError, positive_float
-from ._base import INTERACTING, Algorithm, Method, Option, check_bool, constant_schedule
+from ._base import INTERACTING, Algorithm, Method, Option, check_bool, constant_schedule, curvature_limit
 from ._loop import gradient
 
 __all__ = [
@@ -58,6 +71,7 @@ __all__ = [
     "pair_sq_distances",
     "kernel_from_sq_distances",
     "Constants",
+    "step_limit",
 ]
 
 
@@ -305,6 +319,12 @@ def check_bandwidth(name: str, value):
     return positive_float(name, value)
 
 
+def step_limit(target, options):
+    """``2 / (c L)``, ``c = 1 / n_particles`` with ``normalise``: a necessary limit (module docs)."""
+    c = 1.0 / options["n_particles"] if options["normalise"] else 1.0
+    return curvature_limit(target, 2.0 / c, f"step_size * c * L < 2, c = {c:g}, particles further apart than h")
+
+
 SVGD = Algorithm(
     name="svgd",
     summary="Stein variational gradient descent: L particles, kernel-smoothed gradient plus repulsion, no noise",
@@ -323,6 +343,7 @@ SVGD = Algorithm(
     ),
     noise=lambda block, target, options: None,
     stats=("bandwidth",),
+    step_limit=step_limit,
     references="Liu and Wang (2016); [Rep] eqs. 4 and 6 (sign of the kernel term corrected)",
 )
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import rng as _rng
 from .._jit import is_compiled, jit
-from .._validate import ParameterError, ParameterTypeError, finite_array, integer, spd_matrix
+from .._validate import ParameterError, ParameterTypeError, finite_array, integer, positive_float, spd_matrix
 
 __all__ = [
     "Target",
@@ -45,7 +45,9 @@ class TargetExtras(TypedDict, total=False):
     ``feature_scale`` and, when built from a shipped data set, ``dataset``; linear regression
     adds ``noise_precision`` and its exact posterior's ``precision``, ``shift`` and
     ``covariance`` (those of the linear-Gaussian target it equals); softmax regression adds
-    ``n_classes``.
+    ``n_classes``. Any target may declare ``curvature_bound`` (a bound on the largest
+    eigenvalue of ``U``'s Hessian, :meth:`Target.curvature_bound`) and ``scale``, a pair
+    ``(location, spread)`` saying where its mass lies (:meth:`Target.divergence_bound`).
     """
 
     weights: np.ndarray
@@ -75,6 +77,8 @@ class TargetExtras(TypedDict, total=False):
     dataset: str
     noise_precision: float
     n_classes: int
+    curvature_bound: float
+    scale: tuple
 
 
 @dataclass(frozen=True)
@@ -114,11 +118,12 @@ def _stochastic_grad_u_draws(stochastic_grad_u, params, theta, state, work, out)
         stochastic_grad_u(theta, params, out[r], state, work)
 
 
-# the default divergence bound: BOUND_FACTOR times the reach, spreads counted REACH_SDS times
-_REACH_SDS = 10.0
-_BOUND_FACTOR = 10.0
-# the reach of a log-density target that knows nothing of its spread (a bound of 1e4)
-_UNKNOWN_REACH = 1e3
+# the default divergence bound (Target.divergence_bound): SCALE_SDS of the target's known spreads
+# beyond its known locations, at least BOX_FACTOR times the distance from the box to them; FALLBACK_FACTOR
+# times the box's reach (at least 1) for a target that knows nothing of its scale
+_SCALE_SDS = 20.0
+_BOX_FACTOR = 4.0
+_FALLBACK_FACTOR = 1e4
 
 _NO_WORKSPACE = np.zeros(0, dtype=np.int64)
 _NO_WORKSPACE.flags.writeable = False
@@ -432,51 +437,137 @@ class Target:
             raise ParameterError("init_box", "init box bounds must be finite with low < high in every coordinate")
         return replace(self, init_low=lo, init_high=hi, spec=self._modified("with_init_box", low=lo, high=hi))
 
-    def divergence_bound(self) -> float:
-        """The default bound ``B`` of a healthy chain: a chain with ``max_i |theta_i| > B`` has diverged.
+    def curvature_bound(self) -> float | None:
+        r"""An upper bound ``L`` on the largest eigenvalue of ``U``'s Hessian over every ``theta``, or None.
 
-        ``B = 10 R``, where the *reach* ``R`` is the largest magnitude of any coordinate the
-        target is known to occupy: the corners of the initial box, and every known location
-        ``m`` with spread ``s`` taken as ``|m| + 10 s`` (the mode centres with their standard
-        deviations, the exact mean with the exact marginal standard deviations, a Gaussian
-        prior's mean with its standard deviations).
+        The samplers' stability limits are read from it (``step_size * L < 2`` for SGLD,
+        :ref:`guide-stability`). What is known, by family:
 
-        Why a healthy chain never crosses it: its draws follow (approximately) the target,
-        whose known locations and spreads are all inside ``R``; ``B`` is a further ``9 R``
-        away, at least 90 of those standard deviations beyond any known mass. A Gaussian tail
-        gives that probability ``exp(-4000)``, an exponential one ``exp(-90)`` per draw; the
-        initial box is inside ``R`` too, so a stable transient starts well within it. A chain
-        that gets there has left the target for good: an unstable step blows up geometrically
-        and crosses ``B`` long before it would overflow, whereas a cyclical schedule's small
-        steps can pull it back before a non-finite check sees anything.
+        - declared: ``extras["curvature_bound"]`` (a number > 0), for a target of one's own;
+        - Gaussian and quadratic targets (``extras["precision"]``: ``linear_gaussian``,
+          ``standard_gaussian``, ``ou_quadratic``, ``linear_regression``): the Hessian's largest
+          eigenvalue, exactly;
+        - Gaussian mixtures (isotropic components of variance ``s_k^2``): ``max_k 1 / s_k^2``.
+          ``U``'s Hessian is ``sum_k r_k P_k - Cov_r[P_k (theta - mu_k)]`` (``r`` the
+          responsibilities at ``theta``, ``P_k`` the precisions), the mean of the ``P_k`` less a
+          covariance, so it never exceeds ``max_k lambda_max(P_k)``; at a mode centre far from
+          the others it is that mode's ``P_k``, so the bound is reached;
+        - logistic regression: ``lambda_max(X^T X / 4 + Lambda)`` (``Lambda`` the prior precision),
+          the Hessian at ``theta = 0``, where every ``p_i (1 - p_i)`` takes its largest value 1/4;
+        - softmax regression: ``lambda_max(X^T X) / 2 + max Lambda``. Each example's Hessian in
+          the logits, ``diag(p) - p p^T``, is below ``(I - 1 1^T / K) / 2`` (Böhning (1992),
+          "Multinomial logistic regression algorithm", Lemma), whose largest eigenvalue is 1/2;
+          for two classes this is the logistic bound, for more it is approached only where the
+          probabilities of two classes tend to 1/2 and the others to 0;
+        - None otherwise: the mixture of exponentials in ``log z`` (its curvature grows as
+          ``e^y``), the posteriordb ports, a data target with a likelihood of one's own, a
+          log density with automatic gradients.
+
+        The bound is on ``U`` itself. A minibatch gradient ``(N / n) sum_B grad U_i`` has, on
+        average over minibatches, this Hessian; a limit from it is one of the mean recursion.
         """
-        reach = float(max(np.max(np.abs(self.init_low)), np.max(np.abs(self.init_high))))
-        if self.batched is not None and self.mean is None and self.mode_centres is None:
-            # a log density of one's own: its initial box says nothing of where its mass is
-            reach = max(reach, _UNKNOWN_REACH)
+        declared = self.extras.get("curvature_bound") if self.extras else None
+        if declared is not None:
+            return positive_float("curvature_bound", declared)
+        ex = self.extras or {}
+        if ex.get("precision") is not None:
+            prec = np.asarray(ex["precision"], float)
+            return float(np.linalg.eigvalsh(prec)[-1]) if prec.ndim == 2 else float(np.max(prec))
+        if ex.get("variance") is not None and ex.get("weights") is not None:
+            return float(1.0 / np.min(np.asarray(ex["variance"], float)))
+        likelihood = ex.get("likelihood")
+        if likelihood in ("logistic", "softmax") and ex.get("X") is not None:
+            X = np.asarray(ex["X"], float)
+            prior = np.broadcast_to(np.asarray(ex.get("prior_precision", 0.0), float), (self.dim,))
+            if likelihood == "logistic":
+                return float(np.linalg.eigvalsh(X.T @ X / 4.0 + np.diag(prior))[-1])
+            return float(np.linalg.eigvalsh(X.T @ X)[-1] / 2.0 + np.max(prior))
+        return None
 
-        def widen(loc, sd):
-            nonlocal reach
-            loc = np.asarray(loc, float)
-            sd = np.broadcast_to(np.asarray(sd, float), loc.shape) if sd is not None else np.zeros(loc.shape)
-            extent = np.abs(loc) + _REACH_SDS * sd
-            if np.all(np.isfinite(extent)):
-                reach = max(reach, float(np.max(extent)))
+    def scale_sources(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The locations and spreads the target knows, as ``(location, spread)`` pairs of shape ``(d,)``.
 
-        if self.mode_centres is not None:
-            sd = None if self.mode_sd is None else np.asarray(self.mode_sd, float)[:, None]
-            widen(self.mode_centres, sd)
-        if self.mean is not None:
-            var = None
-            if self.second_moment is not None:
-                var = np.diag(np.asarray(self.second_moment, float)) - np.asarray(self.mean, float) ** 2
-            widen(self.mean, None if var is None else np.sqrt(np.clip(var, 0.0, None)))
-        precision = self.extras.get("prior_precision")
-        if precision is not None:
-            prec = np.asarray(precision, float)
-            prior_sd = 1.0 / np.sqrt(np.diag(prec) if prec.ndim == 2 else prec)
-            widen(np.broadcast_to(np.asarray(self.extras.get("prior_mean", 0.0), float), (self.dim,)), prior_sd)
-        return _BOUND_FACTOR * reach
+        In order: a declared ``extras["scale"] = (location, spread)`` (numbers or ``(d,)``
+        arrays, spreads > 0: a target of one's own says where its mass is and how wide it is);
+        the mode centres with their standard deviations; the exact mean with the exact marginal
+        standard deviations; for the mixture of exponentials (in ``y = log z``) each component's
+        mean ``-gamma_E - log lambda_i`` with its standard deviation ``pi / sqrt(6)``; a Gaussian
+        prior's mean with its standard deviations (the regression targets). Empty when nothing is
+        known (:meth:`divergence_bound` then falls back).
+        """
+        d = self.dim
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        ex = self.extras or {}
+
+        def add(loc, sd, what="scale"):
+            loc = np.broadcast_to(np.asarray(loc, float), (d,)).copy()
+            sd = np.broadcast_to(np.asarray(sd, float), (d,)).copy()
+            if np.all(np.isfinite(loc)) and np.all(np.isfinite(sd)):
+                out.append((loc, sd))
+
+        declared = ex.get("scale")
+        if declared is not None:
+            if not (isinstance(declared, tuple | list) and len(declared) == 2):
+                raise ParameterError("scale", f"extras['scale'] must be (location, spread), got {declared!r:.80}")
+            loc = finite_array("scale", np.broadcast_to(np.asarray(declared[0], float), (d,)))
+            sd = finite_array("scale", np.broadcast_to(np.asarray(declared[1], float), (d,)))
+            if np.any(sd <= 0):
+                raise ParameterError("scale", "extras['scale']: every spread must be > 0")
+            add(loc, sd)
+        if self.mode_centres is not None and self.mode_sd is not None:
+            for centre, sd in zip(self.mode_centres, self.mode_sd, strict=True):
+                add(centre, sd)
+        if self.mean is not None and self.second_moment is not None:
+            var = np.diag(np.asarray(self.second_moment, float)) - np.asarray(self.mean, float) ** 2
+            add(self.mean, np.sqrt(np.clip(var, 0.0, None)))
+        if ex.get("rates") is not None and d == 1:
+            for rate in np.asarray(ex["rates"], float):
+                add(-np.euler_gamma - np.log(rate), np.pi / np.sqrt(6.0))
+        if ex.get("prior_precision") is not None:
+            prec = np.asarray(ex["prior_precision"], float)
+            diag = np.diag(prec) if prec.ndim == 2 else prec
+            if np.all(diag > 0):
+                add(ex.get("prior_mean", 0.0), 1.0 / np.sqrt(diag))
+        return out
+
+    def divergence_bound(self, temperature: float = 1.0) -> float:
+        r"""The default bound ``B`` of a healthy chain: a chain with ``max_i |theta_i| > B`` has diverged.
+
+        On the target's own scale: with the known locations ``m`` and spreads ``s``
+        (:meth:`scale_sources`: a declared scale, the modes, the exact moments, a prior),
+
+        ``B = max_{m, s} max_i |m_i| + max(20 sqrt(max(1, T)) s_i, 4 (b_i + |m_i|))``,
+
+        ``b_i`` the largest magnitude of the initial box in coordinate ``i`` and ``T`` the run's
+        largest temperature. Why a healthy chain never crosses it: 20 standard deviations of the target
+        (of its widest known part: a mixture's overall spread, a regression's prior) are still
+        10 of a chain whose discretisation doubles its spread (SGLD at three quarters of its
+        stability limit); a Gaussian tail puts ``1e-23`` of its mass beyond 10 standard
+        deviations, an exponential one ``e^{-20}``. A chain drawn from the box starts within
+        ``b_i + |m_i|`` of the mass, and its transient may swing past the mass (SGHMC's damped
+        oscillation): by 1.1 times that distance at most in the shipped targets' healthy runs
+        (cSGHMC from the box on posteriordb's mesquite, whose mass lies 80 standard deviations
+        outside it), which ``4 (b_i + |m_i|)`` covers with a margin. What it catches: the three
+        unstable runs that the rule it replaces (ten times the reach) let through, at ``|theta|``
+        of 18 to 60 standard deviations.
+
+        A target that knows nothing of its scale gets ``B = 10^4 max(1, R_box)``: no false
+        alarm on a heavy tail or on mass far from the box (Student-t with 3 degrees of freedom
+        puts ``2e-12`` of its mass beyond ``10^4`` scales), while an unstable step, which grows
+        geometrically, still crosses it within tens of steps. Declare ``extras["scale"]`` to get
+        the tighter rule; for a heavy-tailed target declare a spread wide enough for its tail.
+        """
+        temperature = float(temperature)
+        if not (np.isfinite(temperature) and temperature >= 0):
+            raise ParameterError("temperature", f"temperature must be finite and >= 0, got {temperature}")
+        box = np.maximum(np.abs(self.init_low), np.abs(self.init_high))
+        sources = self.scale_sources()
+        if not sources:
+            return _FALLBACK_FACTOR * max(1.0, float(np.max(box)))
+        k = _SCALE_SDS * np.sqrt(max(1.0, temperature))
+        return max(
+            float(np.max(np.abs(loc) + np.maximum(k * sd, _BOX_FACTOR * (box + np.abs(loc))))) for loc, sd in sources
+        )
 
     def _modified(self, method: str, **kwargs) -> TargetSpec | None:
         if self.spec is None:
