@@ -54,7 +54,7 @@ from . import targets as _targets
 from ._jit import jit
 from ._validate import ParameterError, ParameterTypeError, boolean, choice, integer, positive_float
 from .integrators import INTERACTING, get_method
-from .integrators._base import Method, unknown_options
+from .integrators._base import Method, StepSizeWarning, unknown_options
 from .integrators._kernel_cache import cached_chain_loop, cached_ensemble_loop, cached_lane_loop, cached_vector_step
 from .integrators._loop import (
     MOMENTS,
@@ -105,6 +105,9 @@ class Run:
     stream : str
         The random streams' scheme: ``"philox"`` (counter-based, :mod:`sgsim.philox`) or
         ``"pcg64"`` (``sgsim.rng``); see ``stream_scheme`` in this module.
+    step_ratio : float or None
+        The schedule's largest step over the method's stability limit on this target
+        (:attr:`sgsim.algorithms.Algorithm.step_limit`); None where no limit is known.
     """
 
     target: _targets.Target
@@ -120,6 +123,7 @@ class Run:
     divergence_bound: float | None = None
     given_target: _targets.Target | None = None
     stream: str = "pcg64"
+    step_ratio: float | None = None
 
     @property
     def interacting(self) -> bool:
@@ -171,9 +175,13 @@ def prepare(
     storage="draws",
     n_particles=None,
     divergence_bound="auto",
+    step_check="raise",
     **options,
 ) -> tuple[Run, np.ndarray]:
     """Validate a run's configuration; return the :class:`Run` and the kept steps (0-based).
+
+    ``step_check`` (``"raise"``, ``"warn"`` or ``"ignore"``) says what a step beyond the
+    sampler's stability limit on this target does (:func:`_check_step_limit`).
 
     Nothing per step is materialised: the kept steps are returned for ``storage="draws"``
     (``[n_steps - 1]`` for ``"final"``, empty for ``"moments"``, whose count is
@@ -186,8 +194,10 @@ def prepare(
     thin = integer("thin", thin, low=1)
     storage = _check_storage(storage)
     noise_correction = boolean("noise_correction", noise_correction)
-    if isinstance(divergence_bound, str) and divergence_bound == "auto":
-        divergence_bound = target.divergence_bound()
+    step_check = choice("step_check", step_check, STEP_CHECKS)
+    auto_bound = isinstance(divergence_bound, str) and divergence_bound == "auto"
+    if auto_bound:
+        divergence_bound = None  # the target's, once the schedule's temperatures are known
     elif divergence_bound is not None:
         if isinstance(divergence_bound, str):
             raise ParameterTypeError(
@@ -252,13 +262,30 @@ def prepare(
     # step with the correction or a schedule given as arrays, else on the first block, where
     # the formula schedules take their largest steps
     every_step = noise_correction or not schedule.is_formula
-    largest = 0.0
+    largest = hottest = 0.0
     for k0 in range(0, schedule.n_steps if every_step else 1, _BLOCK_STEPS):
         block = schedule.block(k0, min(schedule.n_steps, k0 + _BLOCK_STEPS))
         noise_factors(alg.noise(block, target, opts), basis, block.step_size.shape[0], target.dim)
         largest = max(largest, float(np.max(block.step_size)))
-    if alg.stability is not None:
-        alg.stability(largest, target, opts)
+        hottest = max(hottest, float(np.max(block.temperature)))
+    known = target if given_target is None else given_target
+    if auto_bound:
+        # a method whose stationary law is not the target's (constant SGD: its spread is set by the
+        # learning rate and the minibatch noise) gets NOT_TARGET_FACTOR times the target's bound
+        divergence_bound = known.divergence_bound(hottest) * (1.0 if alg.asymptotically_exact else _NOT_TARGET_FACTOR)
+    step_ratio = None
+    if alg.stability is not None and step_check != "ignore":
+        try:
+            alg.stability(largest, target, opts)
+        except ParameterError as exc:
+            if step_check == "raise":
+                raise
+            warnings.warn(str(exc), StepSizeWarning, stacklevel=3)
+    limit = alg.step_limit(known, opts) if alg.step_limit is not None else None
+    if limit is not None:
+        step_ratio = largest / limit[0]
+        if step_check != "ignore":
+            _check_step_limit(method.name, schedule, largest, limit, step_check)
     if storage == "draws":
         steps = schedule.kept_steps(burn_in, thin)
         n_draws = int(steps.size)
@@ -273,7 +300,62 @@ def prepare(
         target, method, schedule, opts, burn_in, thin, storage, n_draws, n_particles, basis, divergence_bound,
         given_target,
     )  # fmt: skip
+    run.step_ratio = step_ratio
     return run, steps
+
+
+#: what ``step_check`` may say
+STEP_CHECKS = ("raise", "warn", "ignore")
+_NOT_TARGET_FACTOR = 5.0
+# a schedule longer than this many blocks has its steps beyond the limit counted on this many
+# evenly spaced blocks (and the count scaled), so that the check costs no more than a block's work
+_LIMIT_BLOCKS = 1000
+
+
+def _steps_beyond(schedule: Schedule, limit: float) -> tuple[int, bool]:
+    """How many steps of ``schedule`` are at or beyond ``limit``, and whether the count is exact."""
+    n = schedule.n_steps
+    n_blocks = -(-n // _BLOCK_STEPS)
+    picked = np.unique(np.linspace(0, n_blocks - 1, min(n_blocks, _LIMIT_BLOCKS)).astype(np.int64))
+    seen = beyond = 0
+    for b in picked:
+        k0 = int(b) * _BLOCK_STEPS
+        steps = schedule.block(k0, min(n, k0 + _BLOCK_STEPS)).step_size
+        seen += steps.shape[0]
+        beyond += int(np.count_nonzero(steps >= limit))
+    if seen == n:
+        return beyond, True
+    return round(beyond * n / seen), False
+
+
+def _check_step_limit(method: str, schedule: Schedule, largest: float, limit: tuple, step_check: str) -> None:
+    """The policy of :attr:`sgsim.algorithms.Algorithm.step_limit` (see ``sample``'s ``step_check``).
+
+    Every step at or beyond the limit (a constant step): refused, a ParameterError naming
+    ``step_size``, or a warning under ``step_check="warn"``. At least half of the steps: a
+    :class:`~sgsim.algorithms.StepSizeWarning`. Fewer (a cyclical schedule's first steps of
+    each cycle, where the steps are large by design): nothing, the divergence check watches them.
+    """
+    value, rule = limit
+    if largest < value:
+        return
+    beyond, exact = _steps_beyond(schedule, value)
+    n = schedule.n_steps
+    count = f"{beyond} of {n} steps" if exact else f"about {beyond} of {n} steps (counted on {_LIMIT_BLOCKS} blocks)"
+    what = f"step_size {largest:.6g} is beyond {method}'s stability limit {value:.6g} ({rule}) on {count}"
+    if beyond >= n and step_check == "raise":
+        raise ParameterError(
+            "step_size",
+            f"{what}: the chains would diverge. Take a step below {value:.6g}, or pass step_check='warn' (or "
+            "'ignore') to run it anyway",
+        )
+    if beyond >= n or 2 * beyond >= n:
+        warnings.warn(
+            f"{what}: the chains leave the target's stiffest region on those steps, and the divergence check "
+            "watches them (step_check='ignore' silences this)",
+            StepSizeWarning,
+            stacklevel=4,
+        )
 
 
 def _count_kept(schedule: Schedule, burn_in: int, thin: int) -> int:

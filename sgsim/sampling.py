@@ -53,25 +53,60 @@ __all__ = [
 class DivergenceError(FloatingPointError):
     """Chains diverged: a state became non-finite, or ``theta`` left the divergence bound.
 
+    The message's first advice depends on where the run's largest step stood against the
+    method's stability limit on the target (``step_ratio``, the largest step over the limit):
+    at half the limit or more, a smaller step; well inside it, the likelier causes are a bound
+    too tight for the target, a gradient wrong where the chain went, or large gradient noise;
+    with no known limit, both.
+
     Attributes
     ----------
     chains : dict
         Chain index -> the 1-based step at which it diverged.
     reasons : dict
         Chain index -> what was seen (``"non-finite state"`` or ``"|theta_i| = ... > bound"``).
+    step_ratio : float or None
+        The run's largest step over the method's stability limit on the target; None where
+        no limit is known.
     """
 
-    def __init__(self, chains: dict[int, int], method: str, target: str, reasons: dict[int, str] | None = None):
+    def __init__(
+        self,
+        chains: dict[int, int],
+        method: str,
+        target: str,
+        reasons: dict[int, str] | None = None,
+        step_ratio: float | None = None,
+    ):
         self.chains = dict(chains)
         self.reasons = dict(reasons or {})
+        self.step_ratio = step_ratio
         where = ", ".join(
             f"chain {c} at step {k}" + (f" ({self.reasons[c]})" if c in self.reasons else "")
             for c, k in sorted(chains.items())
         )
-        super().__init__(
-            f"{method} on {target} diverged: {where}. Reduce the step size, or pass on_divergence='mark' "
-            "to keep the other chains (divergence_bound=None checks only for non-finite states)."
+        super().__init__(f"{method} on {target} diverged: {where}. {_divergence_advice(step_ratio)}")
+
+
+def _divergence_advice(step_ratio: float | None) -> str:
+    bound = (
+        "if the draws were healthy, the divergence bound is too tight for this target: declare its scale "
+        "(extras['scale'] = (location, spread)) or pass divergence_bound (a number, or None for non-finite states "
+        "only)"
+    )
+    mark = "; on_divergence='mark' keeps the other chains."
+    if step_ratio is None:
+        return f"No stability limit is known for this target: reduce the step size, or, {bound}{mark}"
+    if step_ratio >= 0.5:
+        return (
+            f"The largest step is {step_ratio:.0%} of the method's stability limit on this target: reduce the step "
+            f"size{mark}"
         )
+    return (
+        f"The largest step is only {step_ratio:.0%} of the method's stability limit on this target, so the step "
+        f"alone is an unlikely cause: {bound}; or the gradient may be wrong where the chain went (check_gradient), "
+        f"or its noise large{mark}"
+    )
 
 
 # ----------------------------------------------------------------------------- the public call
@@ -165,10 +200,21 @@ def sample(
         with NaN and records ``sample_stats["diverged"]``.
     divergence_bound : "auto", float or None
         A chain diverges when its state becomes non-finite or some ``|theta_i|`` exceeds this
-        bound. ``"auto"`` (default) takes the target's
-        (:meth:`sgsim.targets.Target.divergence_bound`: ten times the largest magnitude the
-        target is known to occupy, which a healthy chain never reaches); a number > 0 sets
-        it; None checks only for non-finite states. Recorded in the result.
+        bound. ``"auto"`` (default) takes the target's, on its own scale
+        (:meth:`sgsim.targets.Target.divergence_bound`: 20 of its known standard deviations
+        beyond its known locations, scaled by the square root of the run's largest temperature
+        above 1, and at least four times the distance from the initial box to the mass; five
+        times that for a method whose stationary law is not the target's, the constant-SGD
+        family; ``10^4`` times the box for a target that declares nothing of its scale); a
+        number > 0 sets it; None checks only for non-finite states. Recorded in the result.
+
+        Before any work the schedule is also checked against the method's stability limit on
+        the target (from :meth:`sgsim.targets.Target.curvature_bound`, where one is known): a run
+        whose every step is beyond it is refused (a ``ParameterError`` naming ``step_size`` and
+        the limit), one beyond it on at least half of its steps warns
+        (:class:`sgsim.algorithms.StepSizeWarning`), one beyond it on fewer steps (a cyclical
+        schedule's first steps of each cycle) runs. The keyword ``step_check="warn"`` turns the
+        refusal into a warning, ``step_check="ignore"`` skips the check.
     n_threads : int, optional
         Threads that run replicas (or, for large ensembles, particle loops); numba's thread
         count by default. Never changes the result.
@@ -341,11 +387,15 @@ def sample(
     failed = {int(c): int(buf.failed[c]) + 1 for c in np.flatnonzero(buf.failed >= 0)}
     reasons = {c: _divergence_reason(buf.state[c], run.divergence_bound) for c in failed}
     if failed and on_divergence == "raise":
-        raise DivergenceError(failed, run.method.name, tgt.name, reasons)
+        raise DivergenceError(failed, run.method.name, tgt.name, reasons, run.step_ratio)
     if check_gradient:
         _check_gradient_at_draws(run, buf, check_gradient)
     if failed:
-        warnings.warn(str(DivergenceError(failed, run.method.name, tgt.name, reasons)), RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            str(DivergenceError(failed, run.method.name, tgt.name, reasons, run.step_ratio)),
+            RuntimeWarning,
+            stacklevel=2,
+        )
     if alg.report is not None:
         note = alg.report({name: buf.stats_now[:, q] for q, name in enumerate(alg.stats)})
         if note:
