@@ -66,6 +66,8 @@ class ScheduleDriver:
 
     Exploration steps run at ``T = 0`` (plain SGD, or SGD with momentum) and draw no noise, so
     the generator advances only on sampling steps, like the streams of :func:`sgsim.sample`.
+    An optimizer made with ``on_divergence="mark"`` stops moving once it has diverged while the
+    driver goes on through the schedule: read ``optimizer.divergence`` before keeping a sample.
 
     Parameters
     ----------
@@ -75,7 +77,9 @@ class ScheduleDriver:
         E.g. :func:`sgsim.schedules.cyclical` or :func:`sgsim.schedules.constant`, in the
         cyclical paper's units (those of the optimizer).
     start : int
-        Index of the first step to run (to resume a run), in ``[0, n_steps]``.
+        Index of the first step to run, in ``[0, n_steps]``: to resume a run whose optimizer
+        was restored from its ``state_dict`` (generator included, so the noise continues bit for
+        bit), ``optimizer.steps_taken`` when the driver took all its steps.
     block_size : int
         Steps of the schedule read at a time, >= 1.
 
