@@ -41,6 +41,7 @@ from __future__ import annotations
 import inspect
 import os
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -52,7 +53,15 @@ import numpy as np
 from . import rng as _rng
 from . import targets as _targets
 from ._jit import jit
-from ._validate import ParameterError, ParameterTypeError, boolean, choice, integer, positive_float
+from ._validate import (
+    ParameterError,
+    ParameterTypeError,
+    boolean,
+    choice,
+    fits_in_memory,
+    integer,
+    positive_float,
+)
 from .integrators import INTERACTING, get_method
 from .integrators._base import Method, StepSizeWarning, unknown_options
 from .integrators._kernel_cache import cached_chain_loop, cached_ensemble_loop, cached_lane_loop, cached_vector_step
@@ -68,13 +77,46 @@ from .integrators._loop import (
 )
 from .integrators._noise import NoiseBasis, noise_basis, noise_factors
 from .results import STORAGE_MODES
-from .schedules import Schedule, ScheduleBlock
+from .schedules import Schedule, ScheduleBlock, exploration_steps
 
 __all__ = ["Run", "prepare", "execute", "run_chain", "advance_probes", "PARALLEL_PARTICLES"]
 
 _BLOCK_STEPS = 10_000
 #: ensembles of at least this many particles run their particle loops on numba's threads
 PARALLEL_PARTICLES = 128
+# A block of steps runs in compiled code, where Python sees no signal: blocks are sized to take
+# about this long (the first one step), so that Ctrl-C stops a run within about that time
+_BLOCK_SECONDS = 0.2
+# a block is at most this many times as long as the one before (a first block that compiled the
+# loop, or a quicker machine, is followed by a few growing ones)
+_BLOCK_GROWTH = 8
+
+
+class _Blocks:
+    """The blocks ``[k0, k1)`` of a range of steps, each sized from the time the last one took.
+
+    The first block is one step; each next one aims at ``_BLOCK_SECONDS`` at the rate of the
+    last block timed (:meth:`took`), at most ``_BLOCK_GROWTH`` times the one before and ``cap``
+    steps. Where the blocks fall changes no bit of a run (the loops carry everything across
+    them), only how soon a run sees Ctrl-C.
+    """
+
+    def __init__(self, k0: int, k1: int, cap: int):
+        self.k, self.stop, self.cap = int(k0), int(k1), max(1, int(cap))
+        self.size = 1
+
+    def next(self) -> tuple[int, int] | None:
+        """The next block, or None when the range is done."""
+        if self.k >= self.stop:
+            return None
+        k0 = self.k
+        self.k = min(self.stop, k0 + self.size)
+        return k0, self.k
+
+    def took(self, steps: int, seconds: float) -> None:
+        """A block of ``steps`` steps took ``seconds``: size the next ones."""
+        want = steps * _BLOCK_SECONDS / max(seconds, 1e-9)
+        self.size = int(max(1, min(self.cap, _BLOCK_GROWTH * self.size, want)))
 
 
 @dataclass
@@ -163,7 +205,7 @@ def _check_storage(storage) -> str:
     return str(storage)
 
 
-def prepare(
+def _prepare(
     target,
     method,
     n_steps=None,
@@ -177,8 +219,8 @@ def prepare(
     divergence_bound="auto",
     step_check="raise",
     **options,
-) -> tuple[Run, np.ndarray]:
-    """Validate a run's configuration; return the :class:`Run` and the kept steps (0-based).
+) -> Run:
+    """Validate a run's configuration; return the :class:`Run` (see :func:`prepare`).
 
     ``step_check`` (``"raise"``, ``"warn"`` or ``"ignore"``) says what a step beyond the
     sampler's stability limit on this target does (:func:`_check_step_limit`).
@@ -190,8 +232,8 @@ def prepare(
     target = _resolve_target(target)
     method = get_method(method)
     alg = method.algorithm
-    burn_in = integer("burn_in", burn_in, low=0)
-    thin = integer("thin", thin, low=1)
+    burn_in = integer("burn_in", burn_in, low=0, high=_INT64_MAX)
+    thin = integer("thin", thin, low=1, high=_INT64_MAX)
     storage = _check_storage(storage)
     noise_correction = boolean("noise_correction", noise_correction)
     step_check = choice("step_check", step_check, STEP_CHECKS)
@@ -254,6 +296,7 @@ def prepare(
     given_target = None
     if alg.gradient is not None:
         given_target, target = target, alg.gradient(target, opts)
+    _check_n_steps(schedule.n_steps, target.dim)
     if burn_in >= schedule.n_steps:
         raise ParameterError("burn_in", f"burn_in must be < n_steps ({schedule.n_steps}), got {burn_in}")
     first = schedule.block(0, min(schedule.n_steps, _BLOCK_STEPS))
@@ -286,12 +329,8 @@ def prepare(
         step_ratio = largest / limit[0]
         if step_check != "ignore":
             _check_step_limit(method.name, schedule, largest, limit, step_check)
-    if storage == "draws":
-        steps = schedule.kept_steps(burn_in, thin)
-        n_draws = int(steps.size)
-    else:
-        n_draws = _count_kept(schedule, burn_in, thin)
-        steps = np.array([schedule.n_steps - 1]) if storage == "final" else np.zeros(0, np.int64)
+    # counted, not listed (prepare lists them where asked)
+    n_draws = _count_kept(schedule, burn_in, thin)
     if n_draws == 0:
         raise ParameterError("burn_in", "no draw would be kept: check burn_in, thin and the schedule's sampling stages")
     if storage == "final":
@@ -301,7 +340,31 @@ def prepare(
         given_target,
     )  # fmt: skip
     run.step_ratio = step_ratio
+    return run
+
+
+def prepare(target, method, n_steps=None, **kwargs) -> tuple[Run, np.ndarray]:
+    """Validate a run's configuration; return the :class:`Run` and the kept steps (0-based).
+
+    The keywords are :func:`sgsim.sample`'s, less those of the replicas (``n_chains``,
+    ``seed``, ``init``, threads, backend). Nothing per step is computed for a storage mode
+    that keeps nothing per step: the kept steps are counted in closed form for sgsim's
+    schedules, and listed only for ``storage="draws"``, once one chain's draws are known to
+    fit in memory (``[n_steps - 1]`` for ``"final"``, empty for ``"moments"``, whose count
+    is ``run.n_draws``).
+    """
+    run = _prepare(target, method, n_steps, **kwargs)
+    if run.storage == "draws":
+        _check_draws_fit(run.n_draws, int(np.prod(run.member_shape)))
+        steps = run.schedule.kept_steps(run.burn_in, run.thin)
+    elif run.storage == "final":
+        steps = np.array([run.schedule.n_steps - 1])
+    else:
+        steps = np.zeros(0, np.int64)
     return run, steps
+
+
+prepare.__signature__ = inspect.signature(_prepare).replace(return_annotation="tuple[Run, np.ndarray]")  # type: ignore[attr-defined]
 
 
 #: what ``step_check`` may say
@@ -359,10 +422,69 @@ def _check_step_limit(method: str, schedule: Schedule, largest: float, limit: tu
 
 
 def _count_kept(schedule: Schedule, burn_in: int, thin: int) -> int:
+    """How many draws ``burn_in`` and ``thin`` keep of ``schedule``'s collected steps (every ``thin``-th)."""
+    return -(-_count_collected(schedule, burn_in) // thin)
+
+
+def _count_collected(schedule: Schedule, k0: int) -> int:
+    """How many of the steps ``k0 .. n_steps - 1`` of ``schedule`` are collected.
+
+    In closed form for sgsim's formula schedules (their ``collect`` is periodic: every step;
+    the end of a cycle's sampling stage past ``skip_per_cycle``; the last step of each
+    averaging window), by counting the arrays of a schedule that holds them, and block by
+    block only for a formula schedule of one's own.
+    """
+    n = schedule.n_steps
+    values = getattr(schedule, "_values", None)
+    kind = schedule.description.get("schedule")
+    ours = values is not None and getattr(values, "__module__", None) == "sgsim.schedules"
+    if ours and getattr(values, "__qualname__", "") == f"{kind}.<locals>.values":
+        desc = schedule.description
+        if kind in ("constant", "polynomial_decay"):
+            return n - k0
+        if kind == "cyclical":
+            # step k is collected when its place in its cycle, k mod L, is >= n_explore + skip
+            length = int(desc["cycle_length"])
+            first = exploration_steps(length, desc["explore_fraction"]) + int(desc["skip_per_cycle"])
+
+            def below(x):  # collected steps among 0 .. x - 1
+                return (x // length) * max(0, length - first) + max(0, x % length - first)
+
+            return below(n) - below(k0)
+        if kind == "averaging_windows":
+            # step k is collected when it ends a window: k = warmup + j window + window - 1, j >= 0
+            window, warmup = int(desc["window"]), int(desc["warmup"])
+            return max(0, (n - warmup) // window) - max(0, (k0 - warmup) // window)
+    if not schedule.is_formula:
+        return int(np.count_nonzero(schedule.collect[k0:]))
     seen = 0
-    for k0 in range(burn_in, schedule.n_steps, 1 << 16):
-        seen += int(np.count_nonzero(schedule.block(k0, min(schedule.n_steps, k0 + (1 << 16))).collect))
-    return -(-seen // thin)
+    for b0 in range(k0, n, 1 << 16):
+        seen += int(np.count_nonzero(schedule.block(b0, min(n, b0 + (1 << 16))).collect))
+    return seen
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _check_n_steps(n_steps: int, dim: int) -> None:
+    """Refuse a run longer than the loops can count: steps, and normal ``k d + i`` of a stream, are int64."""
+    most = _INT64_MAX // max(1, dim)
+    if n_steps > most:
+        raise ParameterError(
+            "n_steps",
+            f"n_steps must be an int in [1, {most}] (the compiled loops count the steps, and the normals of a "
+            f"{dim}-dimensional target, in 64-bit integers), got {n_steps}",
+        )
+
+
+def _check_draws_fit(n_draws: int, per_draw: int) -> None:
+    """Refuse, before listing the kept steps, draws whose one chain alone would not fit in memory."""
+    fits_in_memory(
+        "thin",
+        n_draws * (8.0 * per_draw + _DRAW_RECORD_BYTES),
+        f"keeping {n_draws:,} draws of one chain",
+        "keep fewer (thin, burn_in, n_steps), or use storage='final' or 'moments'",
+    )
 
 
 # A target named by a string is built once per process: building one validates its arrays, which
@@ -655,12 +777,13 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     # stay below some MB whatever d
     scale = 1 if n_rep >= 64 else (16 if pool is not None else 4)
     block_steps = max(1, min(scale * _BLOCK_STEPS, (1 << 22) // max(1, d)))
-    starts = list(range(k_start, k_stop, block_steps))
-    ends = [*starts[1:], k_stop]
+    blocks = _Blocks(k_start, k_stop, block_steps)
 
-    def inputs(i):
+    def inputs(bounds):
         # the block's per-step values, shared by every replica
-        k0, k1 = starts[i], ends[i]
+        if bounds is None:
+            return None
+        k0, k1 = bounds
         block = run.schedule.block(k0, k1)
         inj = no_inj if injected is None else injected[:, k0 - k_start : k1 - k_start]
         return k0, k1, np.ascontiguousarray(block.step_size), run.noise(block), keeper.store(block), inj
@@ -683,19 +806,20 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     futures: list = []
     try:
         with _numba_threads(n_threads if parallel else numba.get_num_threads()), _blas_threads(alg.serial_blas):
-            ahead = inputs(0) if starts else None
+            ahead = inputs(blocks.next())
             if pool is not None and ahead is not None:
                 # compiled here, on no replica, before the threads start: a loop compiled on a worker
                 # thread while this thread holds the import lock (a sampler run as a module is
                 # imported) waits for that lock to save numba's cache index, and this thread for it
                 advance(0, 0, *ahead[:1], *ahead[2:])
-            for i in range(len(starts)):
-                assert ahead is not None
+            while ahead is not None:
                 k0, k1, alpha, noise, store, inj = ahead
+                t0 = time.perf_counter()
                 if pool is None:
                     for c0, c1 in chunks:
                         advance(c0, c1, k0, alpha, noise, store, inj)
-                    ahead = inputs(i + 1) if i + 1 < len(starts) else None
+                    blocks.took(k1 - k0, time.perf_counter() - t0)
+                    ahead = inputs(blocks.next())
                 else:
                     started = threading.Semaphore(0)
                     futures = [pool.submit(advance, c0, c1, k0, alpha, noise, store, inj, started) for c0, c1 in chunks]
@@ -704,10 +828,11 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
                     # would otherwise wait for the interpreter's switch interval (5 ms)
                     for _ in range(min(len(chunks), workers)):
                         started.acquire()
-                    ahead = inputs(i + 1) if i + 1 < len(starts) else None
+                    ahead = inputs(blocks.next())
                     for future in futures:
                         future.result()
                     futures = []
+                    blocks.took(k1 - k0, time.perf_counter() - t0)
                 if progress is not None:
                     progress.update((k1 - k0) * n_rep)
     finally:
@@ -877,32 +1002,79 @@ def execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress, 
     return runner.execute(run, buf, keeper, seed, precision, executor, progress)
 
 
-def _check_memory(run: Run, n_chains: int, n_threads: int) -> None:
-    """Refuse, before any work, kept draws or ensemble buffers that would not fit in memory."""
-    try:
-        total = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):  # not a POSIX system: let NumPy say it
-        return
+# Bytes each kept draw costs whatever the number of chains: its step size, temperature, stage,
+# cycle and step in sample_stats and its step's index (37), and the result's draw coordinate
+# and index with their transient copies (measured: 16 kept, 48 at the peak)
+_DRAW_RECORD_BYTES = 8 + 8 + 1 + 4 + 8 + 8 + 48
+
+
+def _memory_parts(run: Run, n_chains: int, n_threads: int, log_density: bool = False) -> dict[str, float]:
+    """The bytes a run would hold at its peak, by part: see :func:`_check_memory`."""
+    alg = run.method.algorithm
+    member = float(np.prod(run.member_shape))
+    per_replica = float(run.n_particles or 1) if run.interacting else 1.0
+    kept = run.n_draws if run.storage == "draws" else 0
+    listed = 0 if run.storage == "moments" else run.n_draws
+    d = run.target.dim
+    parts = {
+        # the kept values, and for log_density their masked copy and the densities
+        "draws": 8.0 * n_chains * kept * member * (2 if log_density else 1)
+        + (9.0 * n_chains * kept * per_replica if log_density else 0.0),
+        # per draw: the record of its step; per chain and draw: the ensembles' statistics, the
+        # divergence marks
+        "sample_stats": _DRAW_RECORD_BYTES * float(listed)
+        + 8.0 * n_chains * kept * len(alg.stats)
+        + float(n_chains) * listed,
+        # the count, mean and sum of squares (and the covariance made of it) per chain or particle
+        "moments": (8.0 + 8.0 * d + 16.0 * d * d) * n_chains * per_replica if run.storage == "moments" else 0.0,
+        # the initial, stacked and final states and the result's copy of the final one; each
+        # replica's streams (the initial points' and the run's) and workspaces; its failing step
+        "per-chain buffers": 8.0 * n_chains * member * (2 * len(alg.state) + 2)
+        + 8.0 * n_chains * per_replica * (2 * _rng.STATE_WORDS + run.target.workspace.size)
+        + 16.0 * n_chains,
+    }
     if run.interacting:
-        rows, cols = run.method.algorithm.pair_shape(run.n_particles or 1, run.options)
+        rows, cols = alg.pair_shape(run.n_particles or 1, run.options)
         # each thread's loop holds the pair buffer and a work buffer of its size
-        pairs = 16.0 * rows * cols * min(n_threads, n_chains)
-        if pairs > 0.8 * total:
-            raise ParameterError(
-                "n_particles",
-                f"{run.n_particles:,} particles need {pairs / 2**30:,.1f} GiB of pair terms per step, and this machine "
-                f"has {total / 2**30:,.1f} GiB: use fewer particles, or a method whose cost grows like L "
-                "(sgld_repulsive_rb)",
-            )
-    if run.storage != "draws":
-        return
-    need = 8.0 * n_chains * run.n_draws * float(np.prod(run.member_shape))
-    if need > 0.8 * total:
-        raise ParameterError(
-            "thin",
-            f"keeping {n_chains} x {run.n_draws:,} draws would need {need / 2**30:,.1f} GiB, and this machine has "
-            f"{total / 2**30:,.1f} GiB: keep fewer (thin, burn_in), or use storage='final' or 'moments'",
-        )
+        parts["pair terms"] = 16.0 * rows * cols * min(n_threads, n_chains)
+    return parts
+
+
+def _check_memory(run: Run, n_chains: int, n_threads: int, log_density: bool = False) -> None:
+    """Refuse, before any allocation, a run whose buffers and result would not fit in memory.
+
+    Counted (:func:`_memory_parts`): the kept draws (and their copy for ``log_density``), the
+    per-draw statistics and coordinates, the running moments, each replica's state, streams
+    and workspace, and the pair terms each thread of an ensemble holds per step; against 80%
+    of the physical memory. The error names the parameter of the largest share (``thin`` for
+    the draws, ``n_particles`` for the pair terms, ``n_chains`` otherwise) and the bytes of
+    each part.
+    """
+    parts = _memory_parts(run, n_chains, n_threads, log_density)
+    need = sum(parts.values())
+    # the parameter of the largest share: the draws' number, the particles' or the chains'
+    shares = {
+        "thin": parts["draws"] + parts["sample_stats"],
+        "n_particles": parts.get("pair terms", 0.0),
+        "n_chains": parts["moments"] + parts["per-chain buffers"],
+    }
+    name = max(shares, key=shares.__getitem__)
+    advice = {
+        "thin": "keep fewer draws (thin, burn_in, n_steps) or fewer chains, or use storage='final' or 'moments'",
+        "n_particles": "use fewer particles, or a method whose cost grows like L (sgld_repulsive_rb)",
+        "n_chains": "run fewer chains at once (several calls with seeds of their own)"
+        + (", or use storage='final'" if run.storage == "moments" else ""),
+    }[name]
+    shape = f"n_chains = {n_chains:,} {'ensemble' if run.interacting else 'chain'}{'s' if n_chains != 1 else ''}"
+    if run.storage != "final":
+        shape += f" x {run.n_draws:,} draws"
+    shape += f" of {int(np.prod(run.member_shape)):,} values"
+    what = f"{shape} ({', '.join(f'{k} {_gib(v)}' for k, v in parts.items() if v)})"
+    fits_in_memory(name, need, what, advice)
+
+
+def _gib(n_bytes: float) -> str:
+    return f"{n_bytes / 2**30:,.1f} GiB" if n_bytes >= 2**28 else f"{n_bytes / 2**20:,.1f} MiB"
 
 
 def _allocate(run: Run, n_rep: int, state0: list[np.ndarray], rngs: np.ndarray) -> _Buffers:

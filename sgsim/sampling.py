@@ -28,6 +28,7 @@ from .driver import (
     _allocate,
     _check_memory,
     _Keeper,
+    _prepare,
     execute,
     prepare,
     run_chain,
@@ -292,7 +293,7 @@ def sample(
     >>> print(result["moments"]["n_draws"].values)
     [3750 3750]
     """
-    run, _ = prepare(
+    run = _prepare(
         target,
         method,
         n_steps,
@@ -320,6 +321,8 @@ def sample(
     n_threads = numba.get_num_threads() if n_threads is None else integer("n_threads", n_threads, low=1)
     log_density = boolean("log_density", log_density)
     check_gradient = integer("check_gradient", check_gradient, low=0)
+    # sizes before any allocation: the initial states, streams, buffers and result
+    _check_memory(run, n_chains, n_threads, log_density)
     tgt, alg = run.target, run.method.algorithm
     member = run.member_shape
     lead = (n_chains,)
@@ -366,7 +369,6 @@ def sample(
         rngs = philox.states(seed, np.arange(n_chains))
     else:
         rngs = _rng.chain_states(seed, n_chains)
-    _check_memory(run, n_chains, n_threads)
     buf = _allocate(run, n_chains, state0, rngs)
     keeper = _Keeper(run)
 
