@@ -10,8 +10,8 @@ SGD mapping holds to what is claimed, and every bad constructor argument is name
 - SGD: SGLD at T = 0 is ``torch.optim.SGD`` bit for bit; SGHMC at T = 0 is SGD with momentum to
   a rounding tolerance derived from the dynamics, and not bit for bit.
 - Fuzz: hypothesis over the constructors, derandomized: 80 examples for each of the 7 noisy
-  optimizers, 100 for ConstantSGD, 40 for the ensembles, 60 for SampleStore and sgd_arguments
-  (760 in all).
+  optimizers, 100 for ConstantSGD, 25 for each ensemble, 60 for SampleStore and sgd_arguments
+  (770 in all).
 
 Skipped as a whole where PyTorch (the ``torch`` extra) is not installed.
 """
@@ -294,6 +294,34 @@ def test_an_ensemble_that_diverges_names_its_particle():
     assert torch.isnan(marked.step(steep)).all() and marked.steps_taken == 1
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        (dict(on_divergence="warn"), "on_divergence"),
+        (dict(on_divergence=None), "on_divergence"),
+        (dict(check_every=0), "check_every"),
+        (dict(check_every=True), "check_every"),
+        (dict(check_every=2.0), "check_every"),
+        (dict(divergence_bound=-1.0), "divergence_bound"),
+        (dict(divergence_bound=math.nan), "divergence_bound"),
+        (dict(divergence_bound="10"), "divergence_bound"),
+        (dict(generator=torch.Generator()), "generator"),  # on the CPU, the parameter on "meta"
+    ],
+)
+@pytest.mark.parametrize("cls", [SGLD, SGLDRepulsive])
+def test_the_check_and_generator_arguments_are_named(cls, kwargs, name):
+    if cls is SGLDRepulsive:
+        if name == "generator":
+            return  # the ensembles check their generator's device already (test_torch_particles)
+        call = lambda: cls(ensemble(), lr=0.1, **kwargs)  # noqa: E731
+    else:
+        device = "meta" if name == "generator" else "cpu"
+        call = lambda: cls([torch.zeros(3, device=device, requires_grad=True)], lr=0.1, **kwargs)  # noqa: E731
+    with pytest.raises((ParameterError, ParameterTypeError)) as info:
+        call()
+    assert info.value.parameter == name and name in str(info.value)
+
+
 # --------------------------------------------------------------------------- SGD at temperature 0
 
 
@@ -521,25 +549,21 @@ def test_fuzz_constant_sgd(kwargs):
     judge("ConstantSGD", lambda: ConstantSGD([theta], **kwargs), step, ConstantSGD)
 
 
-@settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    kwargs=st.fixed_dictionaries(
-        {"lr": RATE},
-        optional={
-            "temperature": TEMPERATURE,
-            "num_data": NUM_DATA,
-            "bandwidth": arg(st.one_of(st.just("median"), numbers(0.1, 10)), numbers(-3, 0)),
-            "normalise": arg(st.booleans()),
-            "median_correction": arg(st.booleans()),
-            **CHECK,
-        },
-    ),
-    svgd=st.booleans(),
-)
-def test_fuzz_the_ensembles(kwargs, svgd):
-    if svgd:
-        kwargs = {k: v for k, v in kwargs.items() if k not in ("temperature", "median_correction", "seed")}
-    cls = SVGD if svgd else SGLDRepulsive
+@pytest.mark.parametrize("cls", [SGLDRepulsive, SVGD], ids=lambda c: c.__name__)
+@settings(max_examples=25, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_fuzz_the_ensembles(cls, data):
+    optional = {
+        "num_data": NUM_DATA,
+        "bandwidth": arg(st.one_of(st.just("median"), numbers(0.1, 10)), numbers(-3, 0)),
+        "normalise": arg(st.booleans()),
+        **CHECK,
+    }
+    if cls is SGLDRepulsive:
+        optional.update(temperature=TEMPERATURE, median_correction=arg(st.booleans()))
+    else:
+        del optional["seed"]
+    kwargs = data.draw(st.fixed_dictionaries({"lr": RATE}, optional=optional))
 
     def step(sampler):
         for _ in range(2):

@@ -178,6 +178,14 @@ class _Langevin(_CheckedOptimizer):
             generator = make_generator(self.seed, self.param_groups[0]["params"][0].device)
         else:
             self.seed = None
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if not _same_device(generator.device, p.device):
+                        raise ParameterError(
+                            "generator",
+                            f"the generator lives on {generator.device}, a parameter on {p.device}: "
+                            "give a generator on the parameters' device",
+                        )
         self.generator: torch.Generator = generator
         self._steps = 0
         self.divergence: Divergence | None = None
