@@ -413,11 +413,21 @@ def _check_step_limit(method: str, schedule: Schedule, largest: float, limit: tu
             "'ignore') to run it anyway",
         )
     if beyond >= n or 2 * beyond >= n:
+        # the warning points at the caller's line (its sgsim.sample, prepare or replay): the first
+        # frame outside the package, however many of sgsim's own calls lie between
+        package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+        frame, level = inspect.currentframe(), 1
+        while (
+            frame is not None
+            and frame.f_back is not None
+            and os.path.abspath(frame.f_code.co_filename).startswith(package)
+        ):
+            frame, level = frame.f_back, level + 1
         warnings.warn(
             f"{what}: the chains leave the target's stiffest region on those steps, and the divergence check "
             "watches them (step_check='ignore' silences this)",
             StepSizeWarning,
-            stacklevel=4,
+            stacklevel=level,
         )
 
 

@@ -694,6 +694,10 @@ def replay(source, *, target=None, allow=(), on_mismatch="raise", n_threads=None
     draw, coordinate), the largest absolute difference and the versions that wrote and
     replayed the result.
 
+    The step size is not checked again against the method's stability limit (``sample``'s
+    ``step_check``): a run recorded with a step beyond it, under ``step_check="ignore"`` or
+    ``"warn"``, replays as it ran.
+
     Examples
     --------
     >>> import numpy as np
@@ -815,6 +819,9 @@ def _rerun(spec: _spec.RunSpec, target, allow: tuple[str, ...], n_threads, progr
         n_threads=n_threads,
         progress=progress,
         on_divergence="mark",
+        # the stability check was the recorded call's to make: a run recorded with a step beyond the
+        # limit (step_check="ignore" or "warn", or written before limits were checked) reruns as it ran
+        step_check="ignore",
         **options,
     )
 

@@ -121,3 +121,16 @@ def test_a_target_changed_after_construction_is_detected(tmp_path):
     result = sgsim.sample(moved, "sgld", 50, seed=1, step_size=0.01)
     with pytest.raises(ValueError, match="the target rebuilt from the result is not the one sampled"):
         sgsim.replay(write_result(result, tmp_path / "r.nc"))
+
+
+def test_a_run_beyond_the_stability_limit_replays(tmp_path):
+    # SGLD on the standard Gaussian is stable while step_size < 2 / L = 2. A step of 2.02 on every
+    # step is refused by default, so the run is recorded with step_check="ignore" (the run the issue
+    # measured; 60 steps grow the state by 1.02^60 ~ 3.3, finite, and no divergence bound stops it)
+    kw = dict(n_chains=2, seed=0, step_size=2.02, divergence_bound=None)
+    with pytest.raises(ValueError, match="step_size"):
+        sgsim.sample("standard_gaussian", "sgld", 60, **kw)  # the control: refused when recorded unchecked
+    result = sgsim.sample("standard_gaussian", "sgld", 60, step_check="ignore", **kw)
+    # replay reruns what was recorded, without the recording call's stability check (it used to
+    # refuse the run, the check being repeated with its default "raise")
+    round_trip(result, tmp_path)
