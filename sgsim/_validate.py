@@ -8,7 +8,9 @@ without reading the message.
 
 from __future__ import annotations
 
+import math
 import numbers
+import os
 
 import numpy as np
 
@@ -18,10 +20,16 @@ __all__ = [
     "positive_float",
     "real",
     "integer",
+    "count",
     "boolean",
+    "choice",
+    "interval",
     "finite_array",
     "finite_values",
     "spd_matrix",
+    "mask",
+    "fits_in_memory",
+    "memory_bytes",
 ]
 
 
@@ -53,7 +61,10 @@ def real(name: str, value, low=-np.inf, high=np.inf, *, low_open=False, high_ope
     """Return ``value`` as a finite float in the interval [low, high] (ends open if asked)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ParameterTypeError(name, f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond the floats
+        raise ParameterError(name, f"{name} must be finite, got an integer of {int(value).bit_length()} bits") from None
     if not np.isfinite(value):
         raise ParameterError(name, f"{name} must be finite, got {value}")
     too_low = value <= low if low_open else value < low
@@ -76,6 +87,35 @@ def integer(name: str, value, low: int = 0, high: int | None = None) -> int:
     return value
 
 
+def interval(name: str, value) -> tuple[float, float]:
+    """Return ``value``, a pair ``(low, high)`` of finite real numbers with ``low < high``, as floats."""
+    try:
+        shape = np.shape(value)
+    except ValueError:  # ragged
+        shape = None
+    if isinstance(value, str | bytes) or shape != (2,):
+        raise ParameterError(name, f"{name} must be a pair (low, high) of finite numbers, got {value!r:.60}")
+    low, high = (real(name, v) for v in value)
+    if not low < high:
+        raise ParameterError(name, f"{name} must have low < high, got ({low}, {high})")
+    return low, high
+
+
+def count(name: str, value, low: int = 1) -> int:
+    """Return ``value``, a count such as a batch size or a number of data, as an int ``>= low``.
+
+    Unlike :func:`integer`, a float that holds an integer (``40.0``) is accepted, since the
+    formulas that take counts treat them as reals; a fraction (``1.5``), a bool or a string is
+    refused.
+    """
+    if isinstance(value, numbers.Real) and not isinstance(value, bool | numbers.Integral):
+        x = float(value)
+        if not (math.isfinite(x) and x == math.floor(x)):
+            raise ParameterError(name, f"{name} must be a whole number >= {low}, got {value}")
+        value = int(x)
+    return integer(name, value, low=low)
+
+
 def boolean(name: str, value) -> bool:
     """Return ``value`` as a bool, accepting ``bool`` and ``numpy.bool_`` only."""
     if not isinstance(value, (bool, np.bool_)):
@@ -90,19 +130,98 @@ def choice(name: str, value, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def finite_array(name: str, value, shape: tuple | None = None) -> np.ndarray:
-    """Return ``value`` as a float64 array, requiring real finite entries and a given shape."""
+def finite_array(name: str, value, shape: tuple | None = None, *, allow_bool: bool = False) -> np.ndarray:
+    """Return ``value`` as a float64 array, requiring real finite entries and a given shape.
+
+    Strings (even numeric ones such as ``"0.5"``), ``None`` and other objects that are not
+    real numbers are refused, though NumPy would convert some of them; so are booleans (a
+    ``True`` is not a number) unless ``allow_bool`` (for labels and masks).
+    """
     if _has_complex(value):
         raise ParameterTypeError(name, f"{name} must hold real numbers, got complex values")
+    if isinstance(value, str | bytes):
+        raise ParameterTypeError(name, f"{name} must be an array of real numbers, got a string {value!r:.40}")
     try:
-        arr = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+        probe = np.asarray(value)
+    except (TypeError, ValueError) as exc:  # ragged nesting
+        raise ParameterTypeError(name, f"{name} must be an array of real numbers (a regular nesting)") from exc
+    kind = probe.dtype.kind
+    if kind == "O" and all(_is_real(v) for v in probe.flat):
+        kind = "f"  # Python ints beyond int64, fractions: real numbers
+    if kind == "b" and not allow_bool:
+        raise ParameterTypeError(name, f"{name} must hold real numbers, got booleans")
+    if kind not in "biuf":
+        what = _KINDS.get(kind, probe.dtype.name)
+        raise ParameterTypeError(name, f"{name} must be an array of real numbers, got {what}")
+    try:
+        arr = np.array(probe, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ParameterTypeError(name, f"{name} must be an array of real numbers") from exc
     if shape is not None and arr.shape != tuple(shape):
         raise ParameterError(name, f"{name} must have shape {tuple(shape)}, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ParameterError(name, f"{name} must contain only finite values")
     return arr
+
+
+_KINDS = {
+    "U": "strings",
+    "S": "bytes",
+    "O": "objects that are not real numbers",
+    "f": "fractions",
+    "c": "complex numbers",
+}
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
+
+
+def mask(name: str, value, n: int) -> np.ndarray:
+    """Return ``value`` as a boolean array of shape ``(n,)``: booleans, or integers 0 and 1 only.
+
+    Strings (``"no"`` is a non-empty string, hence true to NumPy), fractions and ``None`` are
+    refused rather than read as truth values.
+    """
+    if isinstance(value, str | bytes):
+        raise ParameterTypeError(name, f"{name} must be booleans, got a string {value!r:.40}")
+    try:
+        probe = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise ParameterTypeError(name, f"{name} must be an array of booleans") from exc
+    if probe.dtype.kind in "iu":
+        if not np.all((probe == 0) | (probe == 1)):
+            raise ParameterError(name, f"{name} must be booleans (or integers 0 and 1)")
+    elif probe.dtype.kind != "b":
+        raise ParameterTypeError(name, f"{name} must be booleans, got {_KINDS.get(probe.dtype.kind, probe.dtype.name)}")
+    if probe.ndim == 0:
+        probe = np.full(n, bool(probe))
+    if probe.shape != (n,):
+        raise ParameterError(name, f"{name} must have shape ({n},), got {probe.shape}")
+    return np.ascontiguousarray(probe.astype(bool))
+
+
+def memory_bytes() -> float:
+    """The physical memory in bytes (infinite where the system does not say)."""
+    try:
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return float("inf")
+
+
+def fits_in_memory(name: str, n_bytes: float, what: str, advice: str = "") -> None:
+    """Refuse, before allocating, ``n_bytes`` for ``what`` beyond 80% of the physical memory.
+
+    The error names the parameter that sets the size, the memory it would take and the
+    memory this machine has.
+    """
+    total = memory_bytes()
+    if not n_bytes <= 0.8 * total:
+        raise ParameterError(
+            name,
+            f"{what} would need {n_bytes / 2**30:,.1f} GiB, and this machine has {total / 2**30:,.1f} GiB"
+            + (f": {advice}" if advice else ""),
+        )
 
 
 def _has_complex(value) -> bool:
@@ -113,13 +232,11 @@ def _has_complex(value) -> bool:
         return False
 
 
-def finite_values(name: str, *values, hint: str = "") -> None:
+def finite_values(name: str, *values, hint: str = "", what: str = "the target's parameters") -> None:
     """Raise unless every value derived from ``name`` is finite (extreme finite inputs can overflow)."""
     for v in values:
         if not np.all(np.isfinite(np.asarray(v, dtype=np.float64))):
-            raise ParameterError(
-                name, f"{name} makes the target's parameters overflow or underflow to non-finite values{hint}"
-            )
+            raise ParameterError(name, f"{name} makes {what} overflow or underflow to non-finite values{hint}")
 
 
 def spd_matrix(name: str, value, dim: int, *, allow_singular: bool = False) -> np.ndarray:

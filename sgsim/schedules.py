@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import ParameterError, ParameterTypeError, integer, positive_float, real
+from ._validate import ParameterError, ParameterTypeError, finite_array, integer, mask, positive_float, real
 
 __all__ = [
     "Schedule",
@@ -110,7 +110,7 @@ class Schedule:
         cycle = np.zeros(n, np.int32) if cycle is None else _sequence("cycle", cycle, np.int32, n)
         if not np.all(cycle >= 0):
             raise ParameterError("cycle", "cycle must be >= 0 at every step")
-        collect = np.ones(n, bool) if collect is None else _sequence("collect", collect, bool, n)
+        collect = np.ones(n, bool) if collect is None else mask("collect", collect, n)
         if description is None:
             description = {"schedule": "arrays", "n_steps": n}
         elif not isinstance(description, dict):
@@ -201,20 +201,18 @@ class Schedule:
 
 
 def _sequence(name, value, dtype, n=None) -> np.ndarray:
-    try:
-        arr = np.array(value, dtype=np.float64 if dtype is not bool else bool)
-    except (TypeError, ValueError) as exc:
-        raise ParameterTypeError(name, f"{name} must be a sequence of numbers") from exc
+    arr = finite_array(name, value)  # strings, booleans and non-finite values refused by name
     if arr.ndim == 0 and n is not None:
         arr = np.full(n, arr)
     if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
         want = f"({n},)" if n is not None else "(n_steps,)"
         raise ParameterError(name, f"{name} must have shape {want}, got {arr.shape}")
-    if dtype is not bool:
-        if not np.all(np.isfinite(arr)):
-            raise ParameterError(name, f"{name} must be finite at every step")
-        if dtype is not np.float64 and not np.all(arr == np.round(arr)):
+    if dtype is not np.float64:
+        if not np.all(arr == np.round(arr)):
             raise ParameterError(name, f"{name} must hold integers")
+        info = np.iinfo(dtype)
+        if arr.size and not (info.min <= arr.min() and arr.max() <= info.max):
+            raise ParameterError(name, f"{name} must lie in [{info.min}, {info.max}]")
     return np.ascontiguousarray(arr.astype(dtype))
 
 
@@ -326,8 +324,8 @@ def polynomial_decay(
 
 
 def cycle_length(n_steps: int, n_cycles: int) -> int:
-    """``L_c = ceil(K / M)`` ([cSG] eq. 2), in integer arithmetic."""
-    return -(-int(n_steps) // int(n_cycles))
+    """``L_c = ceil(K / M)`` ([cSG] eq. 2), in integer arithmetic, for ``K >= 1`` and ``M >= 1``."""
+    return -(-_steps(n_steps) // integer("n_cycles", n_cycles, low=1))
 
 
 def exploration_steps(length: int, explore_fraction: float) -> int:
@@ -339,7 +337,7 @@ def exploration_steps(length: int, explore_fraction: float) -> int:
     the ceiling. This is the only place that decides the stage: the schedule, the
     integrators and the tests all call it (:ref:`theory-schedules`).
     """
-    x = float(explore_fraction) * int(length)
+    x = real("explore_fraction", explore_fraction, 0.0, 1.0) * integer("length", length, low=1)
     return int(math.ceil(x - 1e-9 * max(1.0, x)))
 
 

@@ -53,7 +53,17 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .._validate import ParameterError, choice, finite_array, integer, positive_float, real, spd_matrix
+from .._validate import (
+    ParameterError,
+    ParameterTypeError,
+    choice,
+    finite_array,
+    finite_values,
+    integer,
+    positive_float,
+    real,
+    spd_matrix,
+)
 from .distances import gaussian_w2
 
 __all__ = [
@@ -397,14 +407,14 @@ def kappa0_gaussian(mean, cov) -> float:
     """
     mean = finite_array("mean", mean)
     if mean.ndim != 1 or mean.size == 0:
-        raise ValueError(f"mean must be a non-empty vector, got shape {mean.shape}")
+        raise ParameterError("mean", f"mean must be a non-empty vector, got shape {mean.shape}")
     d = mean.shape[0]
     cov = spd_matrix("cov", cov, d, allow_singular=True)
     a = np.eye(d) - 2.0 * cov
     lam = np.linalg.eigvalsh(a)
     if lam[0] <= 0:
-        raise ValueError(
-            f"cov must satisfy cov < I/2 for kappa0 to be finite (largest eigenvalue {0.5 * (1 - lam[0]):.6g})"
+        raise ParameterError(
+            "cov", f"cov must satisfy cov < I/2 for kappa0 to be finite (largest eigenvalue {0.5 * (1 - lam[0]):.6g})"
         )
     return float(-0.5 * np.sum(np.log(lam)) + mean @ np.linalg.solve(a, mean))
 
@@ -428,6 +438,7 @@ def strongly_convex_c3_c4(m: float, w2_initial: float) -> tuple[float, float]:
     """
     m = positive_float("m", m)
     w2 = real("w2_initial", w2_initial, 0.0)
+    finite_values("m", 1.0 / m, what="C4 = 1 / m", hint=f" (m = {m:g})")
     return w2, 1.0 / m
 
 
@@ -483,7 +494,7 @@ def linear_gaussian_constants(
     """
     init_mean = finite_array("init_mean", init_mean)
     if init_mean.ndim != 1 or init_mean.size == 0:
-        raise ValueError(f"init_mean must be a non-empty vector, got shape {init_mean.shape}")
+        raise ParameterError("init_mean", f"init_mean must be a non-empty vector, got shape {init_mean.shape}")
     d = init_mean.shape[0]
     p = spd_matrix("precision", precision, d)
     c = finite_array("shift", shift, (d,))
@@ -632,7 +643,7 @@ def theorem1_terms(
     Theorem1Terms
     """
     if not isinstance(constants, TheoremConstants):
-        raise TypeError(f"constants must be a TheoremConstants, got {type(constants).__name__}")
+        raise ParameterTypeError("constants", f"constants must be a TheoremConstants, got {type(constants).__name__}")
     s = real("diffusion_time", diffusion_time, 0.0)
     s2 = real("sum_squares", sum_squares, 0.0)
     c_p, time_factor = _options(c_p, time_factor)
@@ -706,7 +717,7 @@ def csgld_bound(
         k = integer("n_steps", n_steps, low=1)
         m = integer("n_cycles", n_cycles, low=1)
         if k % m:
-            raise ValueError(f"Theorem 1 needs n_steps to be a multiple of n_cycles, got K={k}, M={m}")
+            raise ParameterError("n_cycles", f"Theorem 1 needs n_steps to be a multiple of n_cycles, got K={k}, M={m}")
         s = k * alpha0 / 2.0
         s2 = 3.0 * alpha0**2 * k / 8.0
     top = positive_float("step_size", step_size)
@@ -834,15 +845,17 @@ def weak_error_terms(step_sizes, *, weighted: bool = True, order: int = 1, grad_
     """
     h = finite_array("step_sizes", step_sizes)
     if h.ndim != 1 or h.size == 0:
-        raise ValueError(f"step_sizes must be a non-empty vector, got shape {h.shape}")
+        raise ParameterError("step_sizes", f"step_sizes must be a non-empty vector, got shape {h.shape}")
     if np.any(h <= 0):
-        raise ValueError("step_sizes must all be > 0")
+        raise ParameterError("step_sizes", "step_sizes must all be > 0")
     order = integer("order", order, low=1)
     noise = finite_array("grad_noise_moment", grad_noise_moment)
     if noise.ndim > 1 or (noise.ndim == 1 and noise.shape != h.shape):
-        raise ValueError(f"grad_noise_moment must be a scalar or have shape {h.shape}, got {noise.shape}")
+        raise ParameterError(
+            "grad_noise_moment", f"grad_noise_moment must be a scalar or have shape {h.shape}, got {noise.shape}"
+        )
     if np.any(noise < 0):
-        raise ValueError("grad_noise_moment must be >= 0")
+        raise ParameterError("grad_noise_moment", "grad_noise_moment must be >= 0")
     w = h / h.sum() if weighted else np.full(h.shape, 1.0 / h.size)
     r = w / h
     transient = float(0.5 * (r[0] + r[-1]) + np.abs(np.diff(r)).sum())

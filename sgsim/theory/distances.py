@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import finite_array
+from .._validate import ParameterError, finite_array
 
 __all__ = ["sqrtm_psd", "gaussian_w2", "gaussian_kl", "w2_optimal_map", "w2_1d"]
 
@@ -23,10 +23,10 @@ _PSD_RTOL = 1e-10
 def _matrices(name: str, value) -> np.ndarray:
     arr = finite_array(name, value)
     if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2] or arr.shape[-1] == 0:
-        raise ValueError(f"{name} must be a (..., d, d) stack of square matrices, got shape {arr.shape}")
+        raise ParameterError(name, f"{name} must be a (..., d, d) stack of square matrices, got shape {arr.shape}")
     scale = np.abs(arr).max(axis=(-2, -1))
     if np.any(np.abs(arr - np.swapaxes(arr, -1, -2)).max(axis=(-2, -1)) > _SYM_RTOL * scale):
-        raise ValueError(f"{name} must be symmetric")
+        raise ParameterError(name, f"{name} must be symmetric")
     return 0.5 * (arr + np.swapaxes(arr, -1, -2))
 
 
@@ -36,9 +36,13 @@ def _eigh(name: str, value, definite: bool) -> tuple[np.ndarray, np.ndarray]:
     top = np.abs(lam).max(axis=-1)
     if definite:
         if np.any(lam[..., 0] <= 0):
-            raise ValueError(f"{name} must be positive definite (smallest eigenvalue {lam[..., 0].min():.3g})")
+            raise ParameterError(
+                name, f"{name} must be positive definite (smallest eigenvalue {lam[..., 0].min():.3g})"
+            )
     elif np.any(lam[..., 0] < -_PSD_RTOL * top):
-        raise ValueError(f"{name} must be positive semidefinite (smallest eigenvalue {lam[..., 0].min():.3g})")
+        raise ParameterError(
+            name, f"{name} must be positive semidefinite (smallest eigenvalue {lam[..., 0].min():.3g})"
+        )
     return np.clip(lam, 0.0, None), vec
 
 
@@ -53,7 +57,9 @@ def _from_eig(lam: np.ndarray, vec: np.ndarray) -> np.ndarray:
 def _vectors(name: str, value, d: int) -> np.ndarray:
     arr = finite_array(name, value)
     if arr.ndim < 1 or arr.shape[-1] != d:
-        raise ValueError(f"{name} must have last axis {d} (the dimension of the covariances), got shape {arr.shape}")
+        raise ParameterError(
+            name, f"{name} must have last axis {d} (the dimension of the covariances), got shape {arr.shape}"
+        )
     return arr
 
 
@@ -103,7 +109,7 @@ def gaussian_w2(m1, S1, m2, S2):
     lam2, u2 = _eigh("S2", S2, definite=False)
     d = lam1.shape[-1]
     if lam2.shape[-1] != d:
-        raise ValueError(f"S1 and S2 must have the same dimension, got {d} and {lam2.shape[-1]}")
+        raise ParameterError("S1", f"S1 and S2 must have the same dimension, got {d} and {lam2.shape[-1]}")
     mu1, mu2 = _vectors("m1", m1, d), _vectors("m2", m2, d)
     a = _from_eig(np.sqrt(lam1), u1)
     b = _from_eig(np.sqrt(lam2), u2)
@@ -138,7 +144,7 @@ def gaussian_kl(m0, S0, m1, S1):
     d = lam1.shape[-1]
     s0 = _matrices("S0", S0)
     if s0.shape[-1] != d:
-        raise ValueError(f"S0 and S1 must have the same dimension, got {s0.shape[-1]} and {d}")
+        raise ParameterError("S0", f"S0 and S1 must have the same dimension, got {s0.shape[-1]} and {d}")
     mu0, mu1 = _vectors("m0", m0, d), _vectors("m1", m1, d)
     white = u1 / np.sqrt(lam1)[..., None, :]
     white_t = np.swapaxes(white, -1, -2)
@@ -168,7 +174,7 @@ def w2_optimal_map(S1, S2) -> np.ndarray:
     lam1, u1 = _eigh("S1", S1, definite=True)
     lam2, _ = _eigh("S2", S2, definite=False)
     if lam2.shape[-1] != lam1.shape[-1]:
-        raise ValueError(f"S1 and S2 must have the same dimension, got {lam1.shape[-1]} and {lam2.shape[-1]}")
+        raise ParameterError("S1", f"S1 and S2 must have the same dimension, got {lam1.shape[-1]} and {lam2.shape[-1]}")
     s2 = _matrices("S2", S2)
     u1t = np.swapaxes(u1, -1, -2)
     r = np.sqrt(lam1)
@@ -207,11 +213,11 @@ def w2_1d(x, density, other) -> float:
     p = finite_array("density", density)
     q = finite_array("other", other)
     if x.ndim != 1 or x.size < 2 or np.any(np.diff(x) <= 0):
-        raise ValueError("x must be an increasing vector of at least 2 nodes")
+        raise ParameterError("x", "x must be an increasing vector of at least 2 nodes")
     if p.shape != x.shape or np.any(p < 0) or not p.sum() > 0:
-        raise ValueError(f"density must be nonnegative with positive mass on the grid's {x.shape} nodes")
+        raise ParameterError("density", f"density must be nonnegative with positive mass on the grid's {x.shape} nodes")
     if q.ndim != 1 or q.size == 0:
-        raise ValueError("other must be a density on the grid or a vector of draws")
+        raise ParameterError("other", "other must be a density on the grid or a vector of draws")
     n_u = max(20_000, 20 * q.size)
     u = (np.arange(n_u) + 0.5) / n_u
 
@@ -224,7 +230,7 @@ def w2_1d(x, density, other) -> float:
     first = quantiles(p)
     if q.shape == x.shape:
         if np.any(q < 0) or not q.sum() > 0:
-            raise ValueError("other, as a density, must be nonnegative with positive mass")
+            raise ParameterError("other", "other, as a density, must be nonnegative with positive mass")
         second = quantiles(q)
     else:
         second = np.sort(q)[np.minimum((u * q.size).astype(np.int64), q.size - 1)]

@@ -32,7 +32,7 @@ import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
 from .. import dynamics
-from .._validate import ParameterError, finite_array, integer, real, spd_matrix
+from .._validate import ParameterError, count, finite_array, fits_in_memory, integer, real, spd_matrix
 from ..dynamics import LinearStep
 
 __all__ = [
@@ -71,7 +71,7 @@ class GaussianPath:
 
     def __init__(self, mean, cov=None, *, basis=None, eig_var=None):
         if cov is None and (basis is None or eig_var is None):
-            raise ValueError("a GaussianPath needs cov, or basis and eig_var")
+            raise ParameterError("cov", "a GaussianPath needs cov, or basis and eig_var")
         self._mean = mean
         self._cov = cov
         self._basis = basis
@@ -120,14 +120,14 @@ def _square(name: str, value) -> np.ndarray:
     arr = finite_array(name, value)
     arr = np.atleast_2d(arr) if arr.ndim < 2 else arr
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
-        raise ValueError(f"{name} must be a square (d, d) matrix, got shape {arr.shape}")
+        raise ParameterError(name, f"{name} must be a square (d, d) matrix, got shape {arr.shape}")
     return arr
 
 
 def _spd(name: str, value, dim: int | None = None, allow_singular: bool = False) -> np.ndarray:
     arr = _square(name, value)
     if dim is not None and arr.shape != (dim, dim):
-        raise ValueError(f"{name} must have shape ({dim}, {dim}), got {arr.shape}")
+        raise ParameterError(name, f"{name} must have shape ({dim}, {dim}), got {arr.shape}")
     return spd_matrix(name, arr, arr.shape[0], allow_singular=allow_singular)
 
 
@@ -141,10 +141,12 @@ def _noise_cov(name: str, value, dim: int) -> np.ndarray:
     return _spd(name, value, dim, allow_singular=True)
 
 
-def _sequences(named: dict, n_steps) -> tuple[dict, int]:
+def _sequences(named: dict, n_steps, state_dim: int) -> tuple[dict, int]:
     """Check per-step sequences (last axis = step) against each other; return them as arrays.
 
-    All get a last axis of the common length ``K``; leading axes must broadcast.
+    All get a last axis of the common length ``K``; leading axes must broadcast. The law of a
+    ``state_dim``-dimensional state over ``K`` steps must fit in memory (checked before any
+    allocation).
     """
     arrays = {name: finite_array(name, value) for name, value in named.items()}
     lengths = {name: a.shape[-1] for name, a in arrays.items() if a.ndim}
@@ -155,31 +157,39 @@ def _sequences(named: dict, n_steps) -> tuple[dict, int]:
         k = lengths[first]
         for name, n in lengths.items():
             if n != k:
-                raise ValueError(f"{name} has {n} steps (last axis) but {first} has {k}: schedules of unequal length")
+                raise ParameterError(
+                    name, f"{name} has {n} steps (last axis) but {first} has {k}: schedules of unequal length"
+                )
         if n_steps is not None and n_steps != k:
-            raise ValueError(f"{first} has {k} steps (last axis) but n_steps = {n_steps}")
+            raise ParameterError(first, f"{first} has {k} steps (last axis) but n_steps = {n_steps}")
         if k == 0:
-            raise ValueError(f"{first} must have at least one step")
+            raise ParameterError(first, f"{first} must have at least one step")
     elif n_steps is None:
-        raise ValueError(f"n_steps is required when {' and '.join(named)} are scalars")
+        raise ParameterError("n_steps", f"n_steps is required when {' and '.join(named)} are scalars")
     else:
         k = n_steps
     try:
-        np.broadcast_shapes(*(a.shape[:-1] for a in arrays.values() if a.ndim))
+        batch = np.broadcast_shapes(*(a.shape[:-1] for a in arrays.values() if a.ndim))
     except ValueError:
         shapes = {name: a.shape for name, a in arrays.items()}
-        raise ValueError(f"the leading (batch) axes of the schedules do not broadcast: {shapes}") from None
+        raise ParameterError(
+            next(iter(named)), f"the leading (batch) axes of the schedules do not broadcast: {shapes}"
+        ) from None
+    # the path's means and covariances, float64, for every schedule of the batch and every step
+    laws = float(np.prod(batch, dtype=np.float64)) * k * (state_dim + state_dim**2)
+    size_name = "n_steps" if not lengths else next(iter(lengths))
+    fits_in_memory(size_name, 8.0 * laws, f"the law of {k:,} steps of a {state_dim}-dimensional state")
     return {name: (a if a.ndim else np.full(k, float(a))) for name, a in arrays.items()}, k
 
 
 def _positive_seq(name: str, arr: np.ndarray) -> None:
     if not np.all(arr > 0):
-        raise ValueError(f"{name} must be > 0 at every step, got min {arr.min():.4g}")
+        raise ParameterError(name, f"{name} must be > 0 at every step, got min {arr.min():.4g}")
 
 
 def _nonnegative_seq(name: str, arr: np.ndarray) -> None:
     if not np.all(arr >= 0):
-        raise ValueError(f"{name} must be >= 0 at every step, got min {arr.min():.4g}")
+        raise ParameterError(name, f"{name} must be >= 0 at every step, got min {arr.min():.4g}")
 
 
 def _init(init_mean, init_cov, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -190,7 +200,7 @@ def _init(init_mean, init_cov, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
         m0 = finite_array("init_mean", init_mean)
         if m0.ndim == 0 or m0.shape[-1] not in (n, d):
             want = f"{n}" if n == d else f"{n} (theta, v) or {d} (theta, with v_0 = 0)"
-            raise ValueError(f"init_mean must have last axis {want}, got shape {m0.shape}")
+            raise ParameterError("init_mean", f"init_mean must have last axis {want}, got shape {m0.shape}")
         if m0.shape[-1] != n:
             m0 = np.concatenate([m0, np.zeros(m0.shape[:-1] + (n - d,))], axis=-1)
     if init_cov is None:
@@ -199,14 +209,16 @@ def _init(init_mean, init_cov, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
         s0 = finite_array("init_cov", init_cov)
         if s0.ndim < 2 or s0.shape[-1] != s0.shape[-2] or s0.shape[-1] not in (n, d):
             want = f"({n}, {n})" if n == d else f"({n}, {n}) (theta, v) or ({d}, {d}) (theta, with v_0 = 0)"
-            raise ValueError(f"init_cov must have trailing shape {want}, got {s0.shape}")
+            raise ParameterError("init_cov", f"init_cov must have trailing shape {want}, got {s0.shape}")
         scale = np.maximum(1.0, np.abs(s0).max(axis=(-2, -1)))
         if np.any(np.abs(s0 - np.swapaxes(s0, -1, -2)).max(axis=(-2, -1)) > 1e-12 * scale):
-            raise ValueError("init_cov must be symmetric")
+            raise ParameterError("init_cov", "init_cov must be symmetric")
         s0 = 0.5 * (s0 + np.swapaxes(s0, -1, -2))
         lam_min = np.linalg.eigvalsh(s0)[..., 0]
         if np.any(lam_min < -1e-12 * scale):
-            raise ValueError(f"init_cov must be positive semidefinite (smallest eigenvalue {lam_min.min():.3g})")
+            raise ParameterError(
+                "init_cov", f"init_cov must be positive semidefinite (smallest eigenvalue {lam_min.min():.3g})"
+            )
         if s0.shape[-1] != n:
             pad = np.zeros(s0.shape[:-2] + (n, n))
             pad[..., :d, :d] = s0
@@ -429,7 +441,7 @@ def sgld_law(
     d = p.shape[0]
     b = np.zeros(d) if shift is None else finite_array("shift", shift, (d,))
     v = _noise_cov("grad_noise_cov", grad_noise_cov, d)
-    seq, _ = _sequences({"step_size": step_size, "temperature": temperature}, n_steps)
+    seq, _ = _sequences({"step_size": step_size, "temperature": temperature}, n_steps, d)
     alpha, temp = seq["step_size"], seq["temperature"]
     _positive_seq("step_size", alpha)
     _nonnegative_seq("temperature", temp)
@@ -503,8 +515,10 @@ def sghmc_law(
     eta = real("friction", friction, 0.0, 1.0, low_open=True)
     gamma_hat = real("gamma_hat", gamma_hat, 0.0, eta)
     if noise_correction and gamma_hat > 0:
-        raise ValueError(f"gamma_hat must be 0 with noise_correction=True (the correction sets it), got {gamma_hat}")
-    seq, _ = _sequences({"step_size": step_size, "temperature": temperature}, n_steps)
+        raise ParameterError(
+            "gamma_hat", f"gamma_hat must be 0 with noise_correction=True (the correction sets it), got {gamma_hat}"
+        )
+    seq, _ = _sequences({"step_size": step_size, "temperature": temperature}, n_steps, 2 * d)
     alpha, temp = seq["step_size"], seq["temperature"]
     _positive_seq("step_size", alpha)
     _nonnegative_seq("temperature", temp)
@@ -516,12 +530,12 @@ def sghmc_law(
 # ----------------------------------------------------------------------------- [SGDVI] units
 
 
-def _sgdvi_inputs(a_mat, c_mat, lr, batch_size, n_steps):
+def _sgdvi_inputs(a_mat, c_mat, lr, batch_size, n_steps, state_dim: int = 1):
     a = _spd("A", a_mat)
     d = a.shape[0]
     c = _spd("C", c_mat, d, allow_singular=True)
-    s = real("batch_size", batch_size, 0.0, low_open=True)
-    seq, _ = _sequences({"lr": lr}, n_steps)
+    s = float(count("batch_size", batch_size))
+    seq, _ = _sequences({"lr": lr}, n_steps, state_dim * d)
     _positive_seq("lr", seq["lr"])
     return a, c, s, seq["lr"], d
 
@@ -547,8 +561,8 @@ def momentum_sgd_law(A, C, lr, momentum, batch_size, init_mean=None, init_cov=No
     momentum : float
         The damping ``mu`` in (0, 1] (``mu = 1`` is plain SGD; the momentum coefficient is
         ``1 - mu``).
-    batch_size : float
-        ``S > 0``.
+    batch_size : int
+        ``S >= 1``.
     init_mean, init_cov : array_like, optional
         Law of ``(theta_0, v_0)`` (shapes (..., 2d), (..., 2d, 2d)) or of ``theta_0`` alone
         with ``v_0 = 0``; a point at 0 by default.
@@ -560,7 +574,7 @@ def momentum_sgd_law(A, C, lr, momentum, batch_size, init_mean=None, init_cov=No
     GaussianPath
         Means (..., K, 2d) and covariances (..., K, 2d, 2d) of ``(theta_t, v_t)``.
     """
-    a, c, s, eps, d = _sgdvi_inputs(A, C, lr, batch_size, n_steps)
+    a, c, s, eps, d = _sgdvi_inputs(A, C, lr, batch_size, n_steps, 2)
     mu = real("momentum", momentum, 0.0, 1.0, low_open=True)
     m0, s0 = _init(init_mean, init_cov, 2 * d, d)
     return _propagate(dynamics.momentum_sgd_linear(a, c, eps, mu, s), m0, s0, "lr")
@@ -582,8 +596,8 @@ def preconditioned_sgd_law(A, C, H, lr, batch_size, init_mean=None, init_cov=Non
         Preconditioner, symmetric positive definite.
     lr : float or array_like, shape (..., K)
         ``epsilon_t > 0``.
-    batch_size : float
-        ``S > 0``.
+    batch_size : int
+        ``S >= 1``.
     init_mean, init_cov : array_like, optional
         Law of ``theta_0`` ((..., d), (..., d, d)); a point at 0 by default.
     n_steps : int, optional
@@ -620,8 +634,8 @@ def sgfs_law(A, C, H, E, lr, batch_size, init_mean=None, init_cov=None, *, n_ste
         Any square noise factor; ``E E^T`` is the injected covariance.
     lr : float or array_like, shape (..., K)
         ``epsilon_t > 0``.
-    batch_size : float
-        ``S > 0`` (the paper has ``S = 1``).
+    batch_size : int
+        ``S >= 1`` (the paper has ``S = 1``).
     init_mean, init_cov : array_like, optional
         Law of ``theta_0``; a point at 0 by default.
     n_steps : int, optional
@@ -811,7 +825,7 @@ def langevin_law(precision, shift, t, init_mean=None, init_cov=None, *, temperat
     b = np.zeros(d) if shift is None else finite_array("shift", shift, (d,))
     times = finite_array("t", t)
     if np.any(times < 0):
-        raise ValueError(f"t must be >= 0, got min {times.min():.4g}")
+        raise ParameterError("t", f"t must be >= 0, got min {times.min():.4g}")
     temp = real("temperature", temperature, 0.0)
     m0 = np.zeros(d) if init_mean is None else finite_array("init_mean", init_mean, (d,))
     s0 = np.zeros((d, d)) if init_cov is None else _spd("init_cov", init_cov, d, allow_singular=True)

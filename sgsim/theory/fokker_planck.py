@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._validate import ParameterError, positive_float
+from .._validate import ParameterError, fits_in_memory, positive_float
 
 __all__ = [
     "Grid",
@@ -156,6 +156,11 @@ def grid(low, high, n: int | Sequence[int]) -> Grid:
         raise ParameterError("high", f"the box needs finite low < high in every dimension, got {low_a} and {high_a}")
     if not np.issubdtype(n_a.dtype, np.integer) or np.any(n_a < 3):
         raise ParameterError("n", f"n must be integers >= 3 (nodes per dimension), got {n}")
+    # a computation on the grid holds, per node, the fields (dim + dim^2 floats) and the
+    # operator's sparse rows (up to (2 dim + 1)^2 entries of 12 bytes): checked before linspace
+    nodes = float(np.prod(n_a.astype(np.float64)))
+    per_node = 8.0 * (1 + dim + dim * dim) + 12.0 * (2 * dim + 1) ** 2
+    fits_in_memory("n", nodes * per_node, f"a grid of {nodes:,.0f} nodes, its fields and its operator")
     return Grid(tuple(np.linspace(lo, hi, int(k)) for lo, hi, k in zip(low_a, high_a, n_a, strict=True)))
 
 
@@ -290,8 +295,7 @@ def sgld_generator(g: Grid, grad_u: Callable, temperature: float = 1.0) -> tuple
     ``t = k alpha``. ``grad_u`` maps an ``(n, dim)`` array of points to their gradients.
     Returns ``(drift, diffusion)`` for :func:`operator`.
     """
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ParameterError("temperature", f"temperature must be finite and > 0, got {temperature}")
+    temperature = positive_float("temperature", temperature)
     drift = -_gradient_on(g, grad_u)
     diffusion = np.zeros((g.dim, g.dim) + g.shape)
     for i in range(g.dim):
@@ -522,7 +526,14 @@ def svgd_two_particle_fixed_point(variance: float, bandwidth: float) -> float:
     particles' empirical variance underestimates the target's.
     """
     s2, h = positive_float("variance", variance), positive_float("bandwidth", bandwidth)
-    return h / 4.0 * math.log1p(4.0 * s2 / h)
+    # r = h / (4 s^2) from logarithms, so that no quotient overflows or underflows (h = 1e-320
+    # included): a^2 = s^2 log1p(x) / x with x = 1/r <= 1 (-> s^2 as x underflows), and
+    # a^2 = (h/4) (log1p(r) - log r) for r < 1, where both terms are positive
+    log_r = math.log(h) - math.log(4.0) - math.log(s2)
+    if log_r >= 0:
+        x = math.exp(-log_r)
+        return s2 * (math.log1p(x) / x if x > 0 else 1.0)
+    return h / 4.0 * (math.log1p(math.exp(log_r)) - log_r)
 
 
 # ----------------------------------------------------------------------------- the median bandwidth
@@ -816,6 +827,8 @@ def svgd_fixed_point(n_particles: int, variance: float = 1.0, bandwidth: float |
     from .._validate import integer
 
     n = integer("n_particles", n_particles, low=2)
+    # the flow holds about six (L, L) float arrays at a time
+    fits_in_memory("n_particles", 48.0 * n * n, f"the pair terms of {n:,} particles")
     s2 = positive_float("variance", variance)
     if isinstance(bandwidth, str):
         if bandwidth != "median":

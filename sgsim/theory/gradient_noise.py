@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import ParameterError, finite_array, integer, real
+from .._validate import ParameterError, finite_array, fits_in_memory, integer, real
 
 __all__ = ["NoiseShape", "gradient_noise_shape"]
 
@@ -114,6 +114,9 @@ def gradient_noise_shape(
     n, dim = g.shape
     s = integer("batch_size", batch_size, low=1, high=n)
     r = integer("n_minibatches", n_minibatches, low=0)
+    seed = integer("seed", seed, low=0)
+    # the minibatch means and their two influence arrays: four floats per minibatch
+    fits_in_memory("n_minibatches", 32.0 * r, f"{r:,} minibatch means")
     if r == 1 or r == 2:
         raise ParameterError("n_minibatches", "n_minibatches must be 0 or >= 3 (a skewness needs draws)")
     frac = real("top_fraction", top_fraction, 0.0, 1.0, low_open=True)

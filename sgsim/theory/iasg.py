@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import brentq
 
-from .._validate import ParameterError, finite_array, positive_float, real
+from .._validate import ParameterError, count, finite_array, positive_float, real
 from .exact_law import _spd
 
 __all__ = [
@@ -65,7 +65,11 @@ def relative_error(x) -> np.ndarray | float:
 
 def _x(A, lr, n_data, batch_size) -> tuple[np.ndarray, np.ndarray]:
     a = _spd("A", A)
-    eps, n, s = positive_float("lr", lr), positive_float("n_data", n_data), positive_float("batch_size", batch_size)
+    eps, n, s = (
+        positive_float("lr", lr),
+        float(count("n_data", n_data)),
+        float(count("batch_size", batch_size)),
+    )
     lam = np.linalg.eigvalsh(a)
     return lam, eps * n * lam / s
 
@@ -159,7 +163,7 @@ def feasibility(A, n_data, batch_size, lr=None, tolerance=0.1) -> Feasibility:
     True 10.0 0.01 0.2 -0.02
     """
     a = _spd("A", A)
-    n, s = positive_float("n_data", n_data), positive_float("batch_size", batch_size)
+    n, s = float(count("n_data", n_data)), float(count("batch_size", batch_size))
     tol = real("tolerance", tolerance, 0.0, 1.0, low_open=True, high_open=True)
     lam = np.linalg.eigvalsh(a)
     lo, hi = float(lam[0]), float(lam[-1])
@@ -195,7 +199,7 @@ def posterior_samples_per_gradient(A, C, n_data) -> tuple[np.ndarray, np.ndarray
     """
     a = _spd("A", A)
     c = _spd("C", C, a.shape[0], allow_singular=True)
-    n = positive_float("n_data", n_data)
+    n = float(count("n_data", n_data))
     lam, u = np.linalg.eigh(a)
     # along eigenvector u_k: u^T (NA)^{-1} u = 1 / (N lambda_k), u^T A^{-1} C A^{-1} u = c_kk / lambda_k^2
     ckk = np.einsum("ik,ij,jk->k", u, c, u)

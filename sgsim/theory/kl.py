@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
-from .._validate import ParameterError, finite_array, positive_float
+from .._validate import ParameterError, boolean, count, finite_array, positive_float
 from .distances import gaussian_kl
 from .exact_law import _spd
 from .ou import lyapunov, preconditioned_sgd_cov, sgd_cov, sgfs_cov
@@ -80,7 +80,7 @@ __all__ = [
 
 def _posterior(A, n_data) -> np.ndarray:
     a = _spd("A", A)
-    return np.linalg.inv(positive_float("n_data", n_data) * a)
+    return np.linalg.inv(float(count("n_data", n_data)) * a)
 
 
 class StabilityWarning(UserWarning):
@@ -169,7 +169,7 @@ def optimal_lr(C, n_data, batch_size, A=None) -> float:
     if not np.trace(c) > 0:
         raise ParameterError("C", "C must not be zero: Theorem 1's rate is 2 S D / (N Tr C)")
     a = None if A is None else _spd("A", A, c.shape[0])
-    lr = 2.0 * positive_float("batch_size", batch_size) * c.shape[0] / (positive_float("n_data", n_data) * np.trace(c))
+    lr = 2.0 * float(count("batch_size", batch_size)) * c.shape[0] / (float(count("n_data", n_data)) * np.trace(c))
     if a is not None:
         check_stability(lr, a, what="Theorem 1's rate")
     return lr
@@ -183,7 +183,7 @@ def optimal_preconditioner(C, n_data, batch_size, A=None) -> np.ndarray:
     """
     c = _spd("C", C)
     a = None if A is None else _spd("A", A, c.shape[0])
-    h = 2.0 * positive_float("batch_size", batch_size) / positive_float("n_data", n_data) * np.linalg.inv(c)
+    h = 2.0 * float(count("batch_size", batch_size)) / float(count("n_data", n_data)) * np.linalg.inv(c)
     if a is not None:
         check_stability(1.0, a, h, what="Theorem 2's preconditioner")
     return h
@@ -196,7 +196,7 @@ def diagonal_preconditioner(C, n_data, batch_size) -> np.ndarray:
     diagonal is :func:`kl_optimal_diagonal_preconditioner`, equal to this one when ``C`` is diagonal.
     """
     c = _spd("C", C)
-    return np.diag(2.0 * positive_float("batch_size", batch_size) / (positive_float("n_data", n_data) * np.diag(c)))
+    return np.diag(2.0 * float(count("batch_size", batch_size)) / (float(count("n_data", n_data)) * np.diag(c)))
 
 
 def kl_optimal_diagonal_preconditioner(A, C, n_data, batch_size) -> np.ndarray:
@@ -209,7 +209,7 @@ def kl_optimal_diagonal_preconditioner(A, C, n_data, batch_size) -> np.ndarray:
     """
     a = _spd("A", A)
     c = _spd("C", C, a.shape[0])
-    n, s = positive_float("n_data", n_data), positive_float("batch_size", batch_size)
+    n, s = float(count("n_data", n_data)), float(count("batch_size", batch_size))
 
     def objective(log_h):
         h = np.diag(np.exp(log_h))
@@ -227,7 +227,7 @@ def sqrt_preconditioner_lr(C, n_data, batch_size, A=None) -> float:
     """
     c = _spd("C", C)
     a = None if A is None else _spd("A", A, c.shape[0])
-    n, s = positive_float("n_data", n_data), positive_float("batch_size", batch_size)
+    n, s = float(count("n_data", n_data)), float(count("batch_size", batch_size))
     lr = 2.0 * c.shape[0] * s / (n * float(np.sum(np.sqrt(np.diag(c)))))
     if a is not None:
         check_stability(lr, a, np.diag(1.0 / np.sqrt(np.diag(c))), what="Theorem 7's rate")
@@ -242,7 +242,7 @@ def reverse_kl_optimal_lr(C, n_data, batch_size, A=None) -> float:
     """
     c = _spd("C", C)
     a = None if A is None else _spd("A", A, c.shape[0])
-    n, s = positive_float("n_data", n_data), positive_float("batch_size", batch_size)
+    n, s = float(count("n_data", n_data)), float(count("batch_size", batch_size))
     lr = 2.0 * s / (n * c.shape[0]) * float(np.trace(np.linalg.inv(c)))
     if a is not None:
         check_stability(lr, a, what="eq. 41's rate")
@@ -271,11 +271,11 @@ def reverse_kl_minimiser(A, C, n_data, batch_size, exact: bool = False) -> float
     """
     a = _spd("A", A)
     c = _spd("C", C, a.shape[0])
-    n, s = positive_float("n_data", n_data), positive_float("batch_size", batch_size)
+    n, s = float(count("n_data", n_data)), float(count("batch_size", batch_size))
     d = a.shape[0]
     sigma0 = lyapunov(a, c)
     lr_ou = s * float(np.trace(np.linalg.solve(a, np.linalg.inv(sigma0)))) / (n * d)
-    if not exact:
+    if not boolean("exact", exact):
         return lr_ou
     limit = 2.0 / float(np.linalg.eigvalsh(a)[-1])
 
@@ -304,7 +304,7 @@ def sgfs_optimal_preconditioner(C, E, lr, n_data, kind: str = "full", A=None) ->
     """
     c = _spd("C", C)
     e = finite_array("E", E, c.shape)
-    eps, n = positive_float("lr", lr), positive_float("n_data", n_data)
+    eps, n = positive_float("lr", lr), float(count("n_data", n_data))
     a = None if A is None else _spd("A", A, c.shape[0])
     total = c + e @ e.T
     if kind == "full":
@@ -326,7 +326,7 @@ def sgfs_stability_noise(C, lr, n_data, h_max) -> np.ndarray:
     Raises when some ``C_kk`` already exceeds ``2 / (epsilon N h_max)`` (no nonnegative noise does it).
     """
     c = _spd("C", C)
-    eps, n, h = positive_float("lr", lr), positive_float("n_data", n_data), positive_float("h_max", h_max)
+    eps, n, h = positive_float("lr", lr), float(count("n_data", n_data)), positive_float("h_max", h_max)
     need = 2.0 / (eps * n * h) - np.diag(c)
     if np.any(need < 0):
         raise ParameterError("h_max", f"h_max {h:.4g} is below 2 / (lr n_data C_kk) for some k: no noise caps H* there")
@@ -381,8 +381,10 @@ def sgfs_optimal_pair(C, lr, n_data, h_max=None) -> tuple[np.ndarray, np.ndarray
     C : array_like, shape (D, D)
         Per-example gradient covariance (one example per step; ``C / S`` for a minibatch),
         symmetric positive definite (positive semidefinite with ``h_max``).
-    lr, n_data : float
-        ``epsilon`` and ``N``.
+    lr : float
+        ``epsilon > 0``.
+    n_data : int
+        ``N >= 1``.
     h_max : float, optional
         Cap on ``H``'s eigenvalues.
 
@@ -390,7 +392,7 @@ def sgfs_optimal_pair(C, lr, n_data, h_max=None) -> tuple[np.ndarray, np.ndarray
     -------
     H, injected_cov : ndarray, shape (D, D)
     """
-    eps, n = positive_float("lr", lr), positive_float("n_data", n_data)
+    eps, n = positive_float("lr", lr), float(count("n_data", n_data))
     if h_max is None:
         c = _spd("C", C)
         return 2.0 / (eps * n) * np.linalg.inv(c), np.zeros_like(c)
@@ -461,8 +463,10 @@ def sgfs_optimal_noise(A, C, H, lr, n_data, tol: float = 1e-8) -> NoiseOptimum:
     A, C, H : array_like, shape (D, D)
         Hessian, per-example gradient covariance (one example per step; ``C / S`` for a
         minibatch) and preconditioner.
-    lr, n_data : float
-        ``epsilon`` and ``N``.
+    lr : float
+        ``epsilon > 0``.
+    n_data : int
+        ``N >= 1``.
     tol : float
         Tolerance of the optimality check.
     """
@@ -470,7 +474,7 @@ def sgfs_optimal_noise(A, C, H, lr, n_data, tol: float = 1e-8) -> NoiseOptimum:
     d = a.shape[0]
     c = _spd("C", C, d, allow_singular=True)
     h = _spd("H", H, d)
-    eps, n = positive_float("lr", lr), positive_float("n_data", n_data)
+    eps, n = positive_float("lr", lr), float(count("n_data", n_data))
     tol = positive_float("tol", tol)
     m0 = 2.0 / (eps * n) * np.linalg.inv(h) - c
     m0 = 0.5 * (m0 + m0.T)

@@ -33,7 +33,7 @@ import numpy as np
 from scipy.linalg import expm
 
 from .. import dynamics
-from .._validate import ParameterError, finite_array, positive_float, real
+from .._validate import ParameterError, boolean, count, finite_array, positive_float, real
 from .exact_law import _spd, stationary_covariance
 from .ou import lyapunov
 
@@ -51,7 +51,7 @@ def _inputs(A, C, lr, momentum, batch_size):
     c = _spd("C", C, a.shape[0], allow_singular=True)
     eps = positive_float("lr", lr)
     mu = real("momentum", momentum, 0.0, 1.0, low_open=True)
-    s = positive_float("batch_size", batch_size)
+    s = float(count("batch_size", batch_size))
     return a, c, eps, mu, s
 
 
@@ -105,7 +105,7 @@ def momentum_autocovariance(A, C, lr, momentum, batch_size, lags, exact: bool = 
     k = _lags(lags)
     a = _spd("A", A)
     d = a.shape[0]
-    if exact:
+    if boolean("exact", exact):
         if not np.all(k == np.round(k)):
             raise ParameterError("lags", "the recursion's lags must be whole numbers of steps")
         f, q = momentum_recursion(A, C, lr, momentum, batch_size)
@@ -169,7 +169,7 @@ def momentum_autocorrelation_times(A, C, lr, momentum, batch_size, exact: bool =
     d = a.shape[0]
     n2 = 2 * d
     eye = np.eye(n2)
-    if exact:
+    if boolean("exact", exact):
         f, q = momentum_recursion(A, C, lr, momentum, batch_size)
         p = stationary_covariance(f, q)
         tail = f @ np.linalg.solve(eye - f, p)  # sum_{k>=1} F^k P

@@ -36,7 +36,7 @@ import numbers
 import numpy as np
 from scipy.linalg import expm, solve_continuous_lyapunov
 
-from .._validate import ParameterError, finite_array, positive_float
+from .._validate import ParameterError, boolean, count, finite_array, positive_float
 from .exact_law import _spd, _square, stationary_covariance
 
 __all__ = [
@@ -113,10 +113,10 @@ def sgd_cov(A, C, lr, batch_size, exact: bool = False) -> np.ndarray:
     """
     a = _spd("A", A)
     c = _spd("C", C, a.shape[0], allow_singular=True)
-    eps, s = positive_float("lr", lr), positive_float("batch_size", batch_size)
+    eps, s = positive_float("lr", lr), float(count("batch_size", batch_size))
     lam, u = _eig(a)
     den = lam[:, None] + lam[None, :]
-    if exact:
+    if boolean("exact", exact):
         _stable_rate(a, eps, 2.0, "constant SGD")
         den = den - eps * lam[:, None] * lam[None, :]
     return _in_basis(u, (eps / s) * c, den)
@@ -132,9 +132,9 @@ def preconditioned_sgd_cov(A, C, H, batch_size, exact: bool = False) -> np.ndarr
     d = a.shape[0]
     c = _spd("C", C, d, allow_singular=True)
     h = _spd("H", H, d)
-    s = positive_float("batch_size", batch_size)
+    s = float(count("batch_size", batch_size))
     q = h @ c @ h / s
-    if exact:
+    if boolean("exact", exact):
         return stationary_covariance(np.eye(d) - h @ a, q)
     return lyapunov(h @ a, q)
 
@@ -153,13 +153,13 @@ def momentum_cov(A, C, lr, momentum, batch_size, exact_ou: bool = True) -> np.nd
     """
     a = _spd("A", A)
     c = _spd("C", C, a.shape[0], allow_singular=True)
-    eps, s = positive_float("lr", lr), positive_float("batch_size", batch_size)
+    eps, s = positive_float("lr", lr), float(count("batch_size", batch_size))
     mu = positive_float("momentum", momentum)
     if mu > 1:
         raise ParameterError("momentum", f"momentum (the damping mu) must be in (0, 1], got {mu}")
     lam, u = _eig(a)
     den = lam[:, None] + lam[None, :]
-    if exact_ou:
+    if boolean("exact_ou", exact_ou):
         den = den + eps / (2 * mu**2) * (lam[:, None] - lam[None, :]) ** 2
     return _in_basis(u, eps / (mu * s) * c, den)
 
@@ -176,10 +176,14 @@ def sgld_cov(A, C, lr, n_data, batch_size, exact: bool = False) -> np.ndarray:
     """
     a = _spd("A", A)
     c = _spd("C", C, a.shape[0], allow_singular=True)
-    eps, n, s = positive_float("lr", lr), positive_float("n_data", n_data), positive_float("batch_size", batch_size)
+    eps, n, s = (
+        positive_float("lr", lr),
+        float(count("n_data", n_data)),
+        float(count("batch_size", batch_size)),
+    )
     lam, u = _eig(a)
     den = 0.5 * n * (lam[:, None] + lam[None, :])
-    if exact:
+    if boolean("exact", exact):
         _stable_rate(a, eps * n, 4.0, "constant-rate SGLD (lr * n_data)")
         den = den - 0.25 * eps * n**2 * lam[:, None] * lam[None, :]
     return _in_basis(u, np.eye(a.shape[0]) + eps * n**2 / (4 * s) * c, den)
@@ -236,7 +240,7 @@ def long_window_mean_cov(A, C, window, batch_size) -> np.ndarray:
     """
     a = _spd("A", A)
     c = _spd("C", C, a.shape[0], allow_singular=True)
-    t, s = positive_float("window", window), positive_float("batch_size", batch_size)
+    t, s = positive_float("window", window), float(count("batch_size", batch_size))
     a_inv = np.linalg.inv(a)
     out = a_inv @ c @ a_inv / (t * s)
     return 0.5 * (out + out.T)

@@ -8,7 +8,7 @@ integrators are tested, so a test needs no discretisation-bias allowance.
 
 from __future__ import annotations
 
-from .._validate import positive_float, real
+from .._validate import ParameterError, positive_float, real
 
 
 def sgld_scalar_stationary(
@@ -40,10 +40,13 @@ def sgld_scalar_stationary(
     temp = real("temperature", temperature, 0.0)
     v = real("grad_noise_var", grad_noise_var, 0.0)
     if not alpha * a < 2:
-        raise ValueError(f"step_size * a must lie in (0, 2) for stability, got {alpha * a}")
+        raise ParameterError("step_size", f"step_size * a must lie in (0, 2) for stability, got {alpha * a}")
     if noise_correction and temp > 0:
         if alpha * v > 2 * temp:
-            raise ValueError(f"noise_correction needs step_size * grad_noise_var <= 2 temperature, got {alpha * v}")
+            raise ParameterError(
+                "noise_correction",
+                f"noise_correction needs step_size * grad_noise_var <= 2 temperature, got {alpha * v}",
+            )
         q = 2 * alpha * temp
     else:
         q = 2 * alpha * temp + alpha**2 * v
@@ -81,12 +84,16 @@ def sghmc_scalar_stationary(
     v = real("grad_noise_var", grad_noise_var, 0.0)
     gamma_hat = real("gamma_hat", gamma_hat, 0.0, eta)
     if not alpha * a < 2 * (2 - eta):
-        raise ValueError(f"step_size * a must lie in (0, 2 (2 - friction)) for stability, got {alpha * a}")
+        raise ParameterError(
+            "step_size", f"step_size * a must lie in (0, 2 (2 - friction)) for stability, got {alpha * a}"
+        )
     if noise_correction and temp > 0:
         if gamma_hat:
-            raise ValueError("gamma_hat must be 0 with noise_correction")
+            raise ParameterError("gamma_hat", "gamma_hat must be 0 with noise_correction")
         if alpha * v > 2 * eta * temp:
-            raise ValueError("noise_correction needs step_size * grad_noise_var <= 2 friction temperature")
+            raise ParameterError(
+                "noise_correction", "noise_correction needs step_size * grad_noise_var <= 2 friction temperature"
+            )
         q = 2 * eta * alpha * temp
     else:
         q = 2 * (eta - gamma_hat) * alpha * temp + alpha**2 * v
