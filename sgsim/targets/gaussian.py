@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .._jit import jit
-from .._validate import ParameterError, finite_array, finite_values, spd_matrix
+from .._validate import ParameterError, finite_array, finite_values, fits_in_memory, integer, spd_matrix
 from ._base import Target, _ship_block, factory
 
 
@@ -149,8 +149,9 @@ def linear_gaussian(precision, shift=None, grad_noise_cov=None, *, name="linear_
 @factory("standard_gaussian")
 def standard_gaussian(dim: int = 2) -> Target:
     """``N(0, I_d)``: the linear-Gaussian oracle with ``P = I``, ``b = 0``."""
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise ParameterError("dim", f"dim must be an int >= 1, got {dim!r}")
+    dim = integer("dim", dim, low=1)
+    # the target holds a few (d, d) matrices (precision, covariance, their factors)
+    fits_in_memory("dim", 32.0 * dim * dim, f"a {dim:,}-dimensional Gaussian's matrices")
     return linear_gaussian(np.eye(dim), name="standard_gaussian")
 
 

@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from .._jit import jit
-from .._validate import ParameterError, finite_array, finite_values
+from .._validate import ParameterError, finite_array, finite_values, interval
 from .._vmath import exp_nonpositive as _vexp
 from ._base import Target, _ship_block, factory
 
@@ -396,7 +396,8 @@ def gaussian_mixture(means, variance, weights=None, *, name="gaussian_mixture", 
         lo, hi = means.min(0) - span, means.max(0) + span
         lo, hi = np.where(span > 0, lo, lo - 1), np.where(span > 0, hi, hi + 1)
     else:
-        lo, hi = np.full(d, float(init_box[0])), np.full(d, float(init_box[1]))
+        box = interval("init_box", init_box)
+        lo, hi = np.full(d, box[0]), np.full(d, box[1])
     if init_box is None and not np.all(lo < hi):
         raise ParameterError("means", "means are too large for a unit of spread around them to be representable")
     sd = np.sqrt(var)

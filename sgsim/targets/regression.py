@@ -76,6 +76,7 @@ from .._validate import (
     boolean,
     finite_array,
     finite_values,
+    fits_in_memory,
     integer,
     positive_float,
 )
@@ -563,9 +564,9 @@ def _data(caller: str, X, y, dataset: str | None, tasks: tuple[str, ...]) -> tup
     elif X is None or y is None:
         raise ParameterError("X", f"{caller} needs X and y, or a shipped dataset name")
     X = finite_array("X", X)
-    if X.ndim != 2 or X.shape[0] < 1:
-        raise ParameterError("X", f"X must have shape (N, p) with N >= 1, got {X.shape}")
-    y = finite_array("y", y, (X.shape[0],))
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:  # no columns: a design without any feature
+        raise ParameterError("X", f"X must have shape (N, p) with N >= 1 and p >= 1, got {X.shape}")
+    y = finite_array("y", y, (X.shape[0],), allow_bool=True)  # labels may be booleans
     return X, y
 
 
@@ -853,6 +854,8 @@ def softmax_regression(
         if n_classes < 2:
             raise ParameterError("y", "y holds only the label 0: give n_classes (K >= 2)")
     _check_labels(y, n_classes)
+    # the target and a sampler hold a few vectors of the p K parameters: checked before building them
+    fits_in_memory("n_classes", 64.0 * (X.shape[1] + intercept) * n_classes, f"{n_classes:,} classes' parameters")
     X, extras = _design(X, dataset, standardise, intercept, prior_scale)
     extras["n_classes"] = n_classes
     return data_target(
