@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import sgsim
 from sgsim import targets
+from sgsim.algorithms import StepSizeWarning
 
 HOSTILE = st.one_of(
     st.none(),
@@ -61,6 +62,10 @@ SAMPLE_ARGS = st.fixed_dictionaries(
         "init": st.one_of(arg(-3, 3), st.lists(st.floats(-3, 3), min_size=2, max_size=2)),
         "noise_correction": arg(0, 1, st.booleans()),
         "log_density": arg(0, 1, st.booleans()),
+        # the steps above reach 5 times the stability limit on this mixture (2 s^2 = 0.06 for SGLD):
+        # "raise" (the default) refuses those by name, "warn" and "ignore" run them, which must then be
+        # finite or marked as diverged like any other run
+        "step_check": st.one_of(st.sampled_from(["raise", "warn", "ignore"]), HOSTILE),
     },
 )
 CALLS = {"count": 0, "refused": 0}
@@ -78,6 +83,7 @@ def test_sample_refuses_by_name_or_returns_finite_draws(method, kwargs, friction
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a marked divergence warns
+            warnings.simplefilter("ignore", StepSizeWarning)  # so does a step beyond the stability limit
             result = sgsim.sample(target, method, on_divergence="mark", **kwargs)
     except (ValueError, TypeError) as exc:
         CALLS["refused"] += 1

@@ -107,9 +107,14 @@ def test_many_chains_with_few_draws_raise_no_warning():
 # ----------------------------------------------------------------------------- divergence
 
 SCALAR = targets.linear_gaussian([[1.0]])
-# the tests below pin the non-finite check, exactly where a state overflows: they turn the
-# divergence bound off (tests/test_divergence.py tests the bound)
-NO_BOUND = {"divergence_bound": None}
+# the tests below run a step beyond the stability limit on purpose (2 / lambda_max = 2 for SGLD
+# here, 2 (2 - eta) = 3.8 for SGHMC), to see the divergence check catch it: they pass
+# step_check="ignore", since a step beyond the limit on every step is otherwise refused before any
+# work (tests/test_stability.py tests that refusal)
+UNSTABLE = {"step_check": "ignore"}
+# they pin the non-finite check, exactly where a state overflows: they turn the divergence bound
+# off as well (tests/test_divergence.py tests the bound)
+NO_BOUND = {"divergence_bound": None, **UNSTABLE}
 
 
 def first_overflow_step(x0, alpha):
@@ -141,7 +146,7 @@ def test_divergence_raises_naming_chain_and_step():
 
 def test_divergence_of_every_chain_is_reported():
     with pytest.raises(sgsim.DivergenceError) as info:
-        sgsim.sample(SCALAR, "sghmc", 3000, n_chains=3, seed=0, step_size=5.0, friction=0.1)
+        sgsim.sample(SCALAR, "sghmc", 3000, n_chains=3, seed=0, step_size=5.0, friction=0.1, **UNSTABLE)
     assert sorted(info.value.chains) == [0, 1, 2]
     assert all(re.search(f"chain {c} at step {k}", str(info.value)) for c, k in info.value.chains.items())
 
