@@ -198,14 +198,16 @@ def test_ctrl_c_says_what_is_saved_in_the_api_and_the_command(tmp_path):
     (tmp_path / "cli_pids").mkdir()
     (tmp_path / "pids").mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    # each run is started, waited for and interrupted in turn: started together, a loaded machine
+    # let the first one finish all its cells while the second was still importing
     runs = {
-        "api": subprocess.Popen(
+        "api": lambda: subprocess.Popen(
             [sys.executable, script, str(tmp_path / "store"), str(tmp_path / "pids"), "processes"],
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
         ),
-        "cli": subprocess.Popen(
+        "cli": lambda: subprocess.Popen(
             [sys.executable, "-m", "sgsim", "sweep", str(config), "--quiet"],
             stderr=subprocess.PIPE,
             text=True,
@@ -214,10 +216,10 @@ def test_ctrl_c_says_what_is_saved_in_the_api_and_the_command(tmp_path):
         ),
     }
     stores = {"api": tmp_path / "store", "cli": tmp_path / "cli_store"}
-    for name in runs:
-        _wait_for(lambda: len(list(stores[name].glob("*.npz"))) >= 2, 60, f"two cells of {name}")  # noqa: B023
     latency = {}
-    for name, proc in runs.items():
+    for name, start_run in runs.items():
+        proc = start_run()
+        _wait_for(lambda: len(list(stores[name].glob("*.npz"))) >= 2, 60, f"two cells of {name}")  # noqa: B023
         os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C in a terminal: to the driver and its workers
         start = time.monotonic()
         err = proc.communicate(timeout=30)[1]
