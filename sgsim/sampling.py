@@ -36,7 +36,7 @@ from .driver import (
 )
 from .integrators import METHODS
 from .integrators import ORIGINS as METHOD_ORIGINS
-from .results import RunOutput, to_inference_data
+from .results import RunOutput, groups_of, to_inference_data
 from .schedules import from_description
 
 __all__ = [
@@ -258,9 +258,13 @@ def sample(
 
     Returns
     -------
-    arviz.InferenceData
-        See :mod:`sgsim.results` for the groups. ``attrs["sgsim_config"]`` holds the run's
-        spec (enough to :func:`replay` it), with its arrays in the ``run_spec`` group.
+    arviz.InferenceData or xarray.DataTree
+        An ``arviz.InferenceData`` under ArviZ 0.x (Python 3.10 and 3.11), an
+        ``xarray.DataTree`` under ArviZ 1.x (Python >= 3.12): the same groups, read alike
+        (``result.posterior["theta"]``, ``result["moments"]``, ``result.attrs``); list them
+        with :func:`sgsim.results.groups_of`. See :mod:`sgsim.results` for the groups.
+        ``attrs["sgsim_config"]`` holds the run's spec (enough to :func:`replay` it), with its
+        arrays in the ``run_spec`` group.
 
     Examples
     --------
@@ -286,7 +290,8 @@ def sample(
     ...     "mixture_25", "csgld", 5000, n_chains=2, step_size=0.09, n_cycles=5, explore_fraction=0.25,
     ...     storage="moments", seed=0,
     ... )
-    >>> sorted(result.groups())
+    >>> from sgsim.results import groups_of
+    >>> sorted(groups_of(result))  # the groups, under either ArviZ
     ['constant_data', 'moments']
     >>> result["moments"]["theta_cov"].shape  # (chain, dim, dim)
     (2, 2, 2)
@@ -748,7 +753,7 @@ def _recorded_spec(idata, path) -> tuple[_spec.RunSpec, str | None]:
             path, f"records no run spec (attribute sgsim_config), so it cannot be replayed; written by {by}"
         )
     arrays = {}
-    if "run_spec" in idata.groups():
+    if "run_spec" in groups_of(idata):
         arrays = {name: idata["run_spec"][name].values for name in idata["run_spec"].data_vars}
     try:
         spec = _spec.decode(config, arrays)
@@ -875,9 +880,9 @@ def _compare_replay(recorded, again, spec: _spec.RunSpec, path, written_by, on_m
     from . import __version__
 
     tol = _replay_tolerance(spec)
-    new_groups = set(again.groups())
+    new_groups = set(groups_of(again))
     problem: tuple[str, str, dict, float, str] | None = None
-    for group in recorded.groups():
+    for group in groups_of(recorded):
         if group == "run_spec":
             continue
         for name, var in recorded[group].data_vars.items():
