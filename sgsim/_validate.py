@@ -8,9 +8,11 @@ without reading the message.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import os
+import re
 
 import numpy as np
 
@@ -30,6 +32,7 @@ __all__ = [
     "mask",
     "fits_in_memory",
     "memory_bytes",
+    "renamed",
 ]
 
 
@@ -256,3 +259,21 @@ def spd_matrix(name: str, value, dim: int, *, allow_singular: bool = False) -> n
     elif lam_min <= 0:
         raise ParameterError(name, f"{name} must be positive definite (smallest eigenvalue {lam_min:.3g})")
     return arr
+
+
+@contextlib.contextmanager
+def renamed(**names: str):
+    """Re-raise a parameter error of an inner call under the caller's name for that argument.
+
+    A function that passes its ``init_cov`` on as another function's ``cov`` wraps the call in
+    ``with renamed(cov="init_cov"):``, so that its caller reads the name it passed. Errors
+    about other parameters pass unchanged.
+    """
+    try:
+        yield
+    except (ParameterError, ParameterTypeError) as exc:
+        new = names.get(exc.parameter)
+        if new is None:
+            raise
+        message = re.sub(rf"\b{re.escape(exc.parameter)}\b", new, str(exc))
+        raise type(exc)(new, message) from exc

@@ -537,7 +537,7 @@ class _Keeper:
             "step_size": np.empty(n),
             "temperature": np.empty(n),
             "stage": np.empty(n, np.int8),
-            "cycle": np.empty(n, np.int32),
+            "cycle": np.empty(n, np.int64),
             "step": np.empty(n, np.int64),
         }
         self.kept_steps = np.empty(n, np.int64)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -48,7 +49,7 @@ class ScheduleBlock:
         Index of the first step of the block.
     step_size, temperature : ndarray of float64
     stage : ndarray of int8
-    cycle : ndarray of int32
+    cycle : ndarray of int64
     collect : ndarray of bool
     """
 
@@ -66,7 +67,7 @@ class ScheduleBlock:
 
 
 _FIELDS = ("step_size", "temperature", "stage", "cycle", "collect")
-_DTYPES = {"step_size": np.float64, "temperature": np.float64, "stage": np.int8, "cycle": np.int32, "collect": bool}
+_DTYPES = {"step_size": np.float64, "temperature": np.float64, "stage": np.int8, "cycle": np.int64, "collect": bool}
 
 
 class Schedule:
@@ -107,7 +108,7 @@ class Schedule:
         stage = np.full(n, SAMPLING, np.int8) if stage is None else _sequence("stage", stage, np.int8, n)
         if not np.all((stage == EXPLORATION) | (stage == SAMPLING)):
             raise ParameterError("stage", "stage must be 0 (exploration) or 1 (sampling) at every step")
-        cycle = np.zeros(n, np.int32) if cycle is None else _sequence("cycle", cycle, np.int32, n)
+        cycle = np.zeros(n, np.int64) if cycle is None else _sequence("cycle", cycle, np.int64, n)
         if not np.all(cycle >= 0):
             raise ParameterError("cycle", "cycle must be >= 0 at every step")
         collect = np.ones(n, bool) if collect is None else mask("collect", collect, n)
@@ -175,7 +176,7 @@ class Schedule:
 
     @property
     def cycle(self) -> np.ndarray:
-        """0-based cycle index of every step (int32; all zero for non-cyclical schedules)."""
+        """0-based cycle index of every step (int64; all zero for non-cyclical schedules)."""
         return self.arrays()["cycle"]
 
     @property
@@ -258,7 +259,7 @@ def constant(step_size: float, n_steps: int, *, temperature: float = 1.0) -> Sch
             np.full(m, alpha),
             np.full(m, temp),
             np.full(m, SAMPLING, np.int8),
-            np.zeros(m, np.int32),
+            np.zeros(m, np.int64),
             np.ones(m, bool),
         )
 
@@ -305,7 +306,7 @@ def polynomial_decay(
         m = k1 - k0
         alpha = a * (b + np.maximum(k - hold, 1.0)) ** (-gamma)
         return ScheduleBlock(
-            k0, alpha, np.full(m, temp), np.full(m, SAMPLING, np.int8), np.zeros(m, np.int32), np.ones(m, bool)
+            k0, alpha, np.full(m, temp), np.full(m, SAMPLING, np.int8), np.zeros(m, np.int64), np.ones(m, bool)
         )
 
     return Schedule.from_formula(
@@ -331,14 +332,21 @@ def cycle_length(n_steps: int, n_cycles: int) -> int:
 def exploration_steps(length: int, explore_fraction: float) -> int:
     """Number of exploration steps at the start of a full cycle of ``length`` steps.
 
-    Step ``j = (k-1) mod L_c`` explores when ``r(k) = j / L_c < beta``, i.e. when
-    ``j < beta L_c``; so the count is ``ceil(beta L_c)``. ``beta L_c`` is computed in floating
-    point (``0.55 * 100`` is 55.000000000000007), so a relative slack of 1e-9 is taken before
-    the ceiling. This is the only place that decides the stage: the schedule, the
-    integrators and the tests all call it (:ref:`theory-schedules`).
+    Step ``j = (k-1) mod L_c`` explores when ``r(k) = j / L_c < beta``, so the count is
+    ``ceil(beta L_c)``, computed exactly (rational arithmetic, any ``L_c`` of the int64 range:
+    ``beta = 0.25``, ``L_c = 4e14`` gives ``10^14``) for the fraction ``beta`` stands for: the
+    float ``0.55`` is a little above 0.55 (``0.55 * 100`` rounds to 55.000000000000007), so
+    ``beta`` is read as the fraction of denominator at most ``10^6`` that rounds to it (11/20,
+    5/7, 1/3), or else as the shortest decimal that prints as it. This is the only place that
+    decides the stage: the schedule, the integrators and the tests all call it
+    (:ref:`theory-schedules`).
     """
-    x = real("explore_fraction", explore_fraction, 0.0, 1.0) * integer("length", length, low=1)
-    return int(math.ceil(x - 1e-9 * max(1.0, x)))
+    beta = real("explore_fraction", explore_fraction, 0.0, 1.0)
+    n = integer("length", length, low=1)
+    q = Fraction(beta).limit_denominator(10**6)  # the nearest such fraction: it rounds to beta if any does
+    if float(q) != beta:
+        q = Fraction(repr(beta))
+    return math.ceil(q * n)
 
 
 def cyclical(
@@ -430,7 +438,7 @@ def cyclical(
             alpha,
             np.where(stage == SAMPLING, temp, 0.0),
             stage,
-            (k // length).astype(np.int32),
+            k // length,
             (stage == SAMPLING) & (pos - n_explore >= skip),
         )
 
@@ -473,7 +481,7 @@ def averaging_windows(step_size: float, n_steps: int, *, window: int, warmup: in
             np.full(k1 - k0, eps),
             np.zeros(k1 - k0),
             np.where(sampling, SAMPLING, EXPLORATION).astype(np.int8),
-            np.where(sampling, pos // t, -1).astype(np.int32),
+            np.where(sampling, pos // t, -1).astype(np.int64),
             sampling & ((pos + 1) % t == 0),
         )
 

@@ -56,12 +56,14 @@ from scipy import special
 from .._validate import (
     ParameterError,
     ParameterTypeError,
+    boolean,
     choice,
     finite_array,
     finite_values,
     integer,
     positive_float,
     real,
+    renamed,
     spd_matrix,
 )
 from .distances import gaussian_w2
@@ -282,9 +284,17 @@ def assumption_constants(
         c_m = 1.0 / m_U
     else:
         raise ParameterError("moment_factor", f"moment_factor must be 'min', 'max' or 'derived', got {moment_factor!r}")
-    c0 = L_U**2 * (kappa0 + 2.0 * c_m * (b_U + 2.0 * B**2 + d)) + B**2
-    c1 = 6.0 * L_U**2 * (c0 + d)
+    # products, not powers: a float overflows to inf where ** raises; each overflow is refused by
+    # the name of the constant that causes it (the bounds must stay below 1.8e308)
+    finite_values("m_U", c_m, what="the moment factor 1 / m_U", hint=f" (m_U = {m_U:g})")
+    finite_values("B", B * B, what="B^2", hint=f" (B = {B:g})")
+    moment = kappa0 + 2.0 * c_m * (b_U + 2.0 * B * B + d)
+    finite_values("b_U" if b_U >= B * B else "B", moment, what="the moment bound kappa0 + 2 c_m (b_U + 2 B^2 + d)")
+    c0 = L_U * L_U * moment + B * B
+    c1 = 6.0 * L_U * L_U * (c0 + d)
+    finite_values("L_U", c0, c1, what="C0 = L_U^2 (...) + B^2 and C1 = 6 L_U^2 (C0 + d)", hint=f" (L_U = {L_U:g})")
     c2 = kappa0 + 2.0 * b_U + 2.0 * d
+    finite_values("b_U" if b_U >= kappa0 else "kappa0", c2, what="C2 = kappa0 + 2 b_U + 2 d")
     return c0, c1, c2
 
 
@@ -333,7 +343,13 @@ def step_limit(L_U: float, m_U: float) -> float:
     """
     L_U = positive_float("L_U", L_U)
     m_U = positive_float("m_U", m_U)
-    return min(1.0, m_U / (4.0 * L_U**2))
+    # divided in turn: 4 L_U^2 would overflow for L_U = 1e300 and underflow to 0 for L_U = 1e-300
+    limit = min(1.0, m_U / L_U / L_U / 4.0)
+    if not limit > 0:
+        raise ParameterError(
+            "L_U", f"m_U / (4 L_U^2) underflows to 0 (L_U = {L_U:g}, m_U = {m_U:g}): no step is admissible in floats"
+        )
+    return limit
 
 
 def derived_prefactor(kappa0: float, b_U: float, m_U: float, dim: int) -> dict[str, float]:
@@ -382,9 +398,11 @@ def derived_prefactor(kappa0: float, b_U: float, m_U: float, dim: int) -> dict[s
     b_U = positive_float("b_U", b_U)
     m_U = positive_float("m_U", m_U)
     d = integer("dim", dim, low=1)
-    lam = min(1.0, m_U / 2.0)
-    c2 = kappa0 + 2.0 * b_U + 2.0 * d
-    return {"c_p": 6.0 / lam + 4.0 * kappa0, "time_factor": 8.0 * (b_U + d) / c2}
+    inv_lam = max(6.0, 12.0 / m_U)  # 6 / lambda, lambda = min(1, m_U / 2) (which underflows to 0 at m_U = 5e-324)
+    c_p = inv_lam + 4.0 * kappa0
+    finite_values("m_U" if inv_lam >= 4.0 * kappa0 else "kappa0", c_p, what="c_p = 6 / min(1, m_U / 2) + 4 kappa0")
+    # 8 (b_U + d) / C2 with C2 = kappa0 + 2 (b_U + d), divided through by b_U + d so that C2 cannot overflow
+    return {"c_p": c_p, "time_factor": 8.0 / (kappa0 / (b_U + d) + 2.0)}
 
 
 def kappa0_gaussian(mean, cov) -> float:
@@ -516,12 +534,21 @@ def linear_gaussian_constants(
     else:
         s = 0.0 if sigma is None else real("sigma", sigma, 0.0, 1.0, high_open=True)
         big_b = c_norm
-    kappa0 = kappa0_gaussian(init_mean, init_cov)
-    c0, c1, c2 = assumption_constants(lam_max, big_b, m_u, b_u, d, kappa0, moment_factor=moment_factor)
+    with renamed(mean="init_mean", cov="init_cov"):
+        kappa0 = kappa0_gaussian(init_mean, init_cov)
+    # the constants of Assumption 2 come from P (L_U, m_U), c (B, b_U), V (B) and mu_0 (kappa0)
+    noise = "grad_noise_cov" if big_b > c_norm else "shift"
+    with renamed(L_U="precision", m_U="precision", B=noise, b_U="shift", kappa0="init_cov"):
+        c0, c1, c2 = assumption_constants(lam_max, big_b, m_u, b_u, d, kappa0, moment_factor=moment_factor)
+        limit = step_limit(lam_max, m_u)
     cov_inf = np.linalg.inv(p)
-    w2_0 = float(gaussian_w2(init_mean, init_cov, cov_inf @ c, cov_inf))
-    c3, c4 = strongly_convex_c3_c4(lam_min, w2_0)
-    return TheoremConstants(C0=c0, C1=c1, C2=c2, C3=c3, C4=c4, sigma=s, step_limit=step_limit(lam_max, m_u))
+    mode = cov_inf @ c
+    finite_values("shift", mode, what="the target's mean P^-1 c")
+    with renamed(m1="init_mean", S1="init_cov", m2="shift", S2="precision"):
+        w2_0 = float(gaussian_w2(init_mean, init_cov, mode, cov_inf))
+    with renamed(m="precision"):
+        c3, c4 = strongly_convex_c3_c4(lam_min, w2_0)
+    return TheoremConstants(C0=c0, C1=c1, C2=c2, C3=c3, C4=c4, sigma=s, step_limit=limit)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -709,7 +736,7 @@ def csgld_bound(
     -------
     Theorem1Terms
     """
-    if exact_sums:
+    if boolean("exact_sums", exact_sums):
         s = cyclical_sum(step_size, n_cycles, n_steps)
         s2 = cyclical_sum_squares(step_size, n_cycles, n_steps)
     else:
@@ -762,8 +789,9 @@ def sgld_bound(
     """
     h0 = positive_float("step_size", step_size)
     k = integer("n_steps", n_steps, low=1)
+    exact_sums = boolean("exact_sums", exact_sums)
     s = h0 * harmonic_number(k)
-    s2 = h0**2 * (_sum_inverse_squares(k) if exact_sums else math.pi**2 / 6.0)
+    s2 = h0 * h0 * (_sum_inverse_squares(k) if exact_sums else math.pi**2 / 6.0)
     return theorem1_terms(constants, s, s2, c_p=c_p, time_factor=time_factor, max_step=h0, step_check=step_check)
 
 
@@ -856,6 +884,7 @@ def weak_error_terms(step_sizes, *, weighted: bool = True, order: int = 1, grad_
         )
     if np.any(noise < 0):
         raise ParameterError("grad_noise_moment", "grad_noise_moment must be >= 0")
+    weighted = boolean("weighted", weighted)
     w = h / h.sum() if weighted else np.full(h.shape, 1.0 / h.size)
     r = w / h
     transient = float(0.5 * (r[0] + r[-1]) + np.abs(np.diff(r)).sum())
@@ -958,20 +987,38 @@ def gaussian_average_error(
     m0 = real("init_mean", init_mean)
     v0 = real("init_var", init_var, 0.0)
     t = positive_float("temperature", temperature)
-    w = h / h.sum() if weighted else np.full(h.shape, 1.0 / h.size)
-    f = 1.0 - a * h
-    means = np.empty(h.size)
-    m = m0
-    for i in range(h.size):
-        m = f[i] * m + h[i] * c
-        means[i] = m
-    g = np.empty(h.size)
-    acc = 0.0
-    for i in range(h.size - 1, -1, -1):
-        acc = w[i] + (f[i + 1] * acc if i + 1 < h.size else 0.0)
-        g[i] = acc
-    g0 = f[0] * g[0]
-    noise = float(v * np.sum(g**2 * h**2))
-    variance = float(g0**2 * v0 + np.sum(g**2 * 2.0 * h * t)) + noise
-    bias = float(np.sum(w * means) - c / a)
-    return AverageError(bias=bias, variance=variance, mse=bias**2 + variance, noise_variance=noise)
+    weighted = boolean("weighted", weighted)
+    target_mean = c / a
+    finite_values("precision", target_mean, what="the target's mean shift / precision", hint=f" (precision = {a:g})")
+    try:
+        # an overflow here is refused, not returned: steps with |1 - a h| > 1 grow the recursion
+        # geometrically, and a few huge ones take it beyond the floats
+        with np.errstate(over="raise", invalid="raise"):
+            w = h / h.sum() if weighted else np.full(h.shape, 1.0 / h.size)
+            f = 1.0 - a * h
+            means = np.empty(h.size)
+            m = m0
+            for i in range(h.size):
+                m = f[i] * m + h[i] * c
+                means[i] = m
+            g = np.empty(h.size)
+            acc = 0.0
+            for i in range(h.size - 1, -1, -1):
+                acc = w[i] + (f[i + 1] * acc if i + 1 < h.size else 0.0)
+                g[i] = acc
+            g0 = f[0] * g[0]
+            noise = float(v * np.sum(g**2 * h**2))
+            variance = float(g0**2 * v0 + np.sum(g**2 * 2.0 * h * t)) + noise
+            bias = float(np.sum(w * means) - target_mean)
+    except FloatingPointError:
+        bias = variance = math.inf
+    mse = bias * bias + variance
+    finite_values(
+        "step_sizes",
+        bias,
+        mse,
+        what="the average's bias and variance",
+        hint=" (steps with |1 - precision * step| > 1 grow them geometrically; with the initial law and the noise they"
+        " must stay below 1.8e308)",
+    )
+    return AverageError(bias=bias, variance=variance, mse=mse, noise_variance=noise)

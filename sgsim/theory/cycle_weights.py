@@ -16,7 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .._validate import ParameterError, finite_array, positive_float, real
+from .._validate import ParameterError, finite_array, finite_values, positive_float, real
+
+_LOG_MAX = math.log(np.finfo(float).max)  # exp beyond it overflows (math.exp raises)
 
 __all__ = ["HarmonicWeightMoments", "harmonic_weight_moments", "harmonic_weight_variance"]
 
@@ -78,19 +80,31 @@ def harmonic_weight_moments(prior_var: float, lik_var: float, data: float = 0.0)
     tau2 = positive_float("prior_var", prior_var)
     s2 = positive_float("lik_var", lik_var)
     x = real("data", data)
-    v = 1.0 / (1.0 / tau2 + 1.0 / s2)
-    delta = v * x / s2 - x
+    # in terms of sigma^2 / tau^2 (v = sigma^2 / gamma), so that no reciprocal of a tiny variance overflows
+    ratio = s2 / tau2
+    finite_values("prior_var", ratio, what="the tail index 1 + lik_var / prior_var", hint=f" (prior_var = {tau2:g})")
+    gamma = 1.0 + ratio
+    delta = -x * (ratio / gamma)  # mu - x, with mu = v x / sigma^2 = x / gamma
 
     def log_moment(p: float) -> float:
-        rest = 1.0 - p * v / s2
+        rest = 1.0 - p / gamma  # 1 - p v / sigma^2
         if rest <= 0:
             return math.inf
-        return 0.5 * p * math.log(2.0 * math.pi * s2) - 0.5 * math.log(rest) + p * delta**2 / (2.0 * s2 * rest)
+        return 0.5 * p * math.log(2.0 * math.pi * s2) - 0.5 * math.log(rest) + p * (delta / s2) * delta / (2.0 * rest)
 
     l1, l2 = log_moment(1.0), log_moment(2.0)
-    second = math.exp(l2) if math.isfinite(l2) else math.inf
-    rel = math.expm1(l2 - 2.0 * l1) if math.isfinite(l2) else math.inf
-    return HarmonicWeightMoments(tail_index=s2 / v, mean=math.exp(l1), second_moment=second, relative_variance=rel)
+    # E[Y] = 1 / p(D) is finite in exact arithmetic; beyond the floats when x lies far in the
+    # likelihood's tail (or sigma^2 is huge): refused, like a second moment that is finite but
+    # beyond the floats (an infinite one, gamma <= 2, is returned as inf: it is the value)
+    culprit = "data" if x else "lik_var"
+    hint = " (E[Y] = 1 / p(D) and E[Y^2] must stay below 1.8e308)"
+    mean = math.exp(l1) if l1 < _LOG_MAX else math.inf
+    finite_values(culprit, mean, what="E[Y] = 1 / p(D)", hint=hint)
+    second = math.exp(l2) if l2 < _LOG_MAX else math.inf
+    rel = math.expm1(l2 - 2.0 * l1) if l2 - 2.0 * l1 < _LOG_MAX else math.inf
+    if math.isfinite(l2):
+        finite_values(culprit, second, rel, what="E[Y^2]", hint=hint)
+    return HarmonicWeightMoments(tail_index=gamma, mean=mean, second_moment=second, relative_variance=rel)
 
 
 def harmonic_weight_variance(log_likelihood) -> tuple[float, float]:

@@ -8,7 +8,7 @@ integrators are tested, so a test needs no discretisation-bias allowance.
 
 from __future__ import annotations
 
-from .._validate import ParameterError, positive_float, real
+from .._validate import ParameterError, boolean, finite_values, positive_float, real
 
 
 def sgld_scalar_stationary(
@@ -39,7 +39,8 @@ def sgld_scalar_stationary(
     alpha = positive_float("step_size", step_size)
     temp = real("temperature", temperature, 0.0)
     v = real("grad_noise_var", grad_noise_var, 0.0)
-    if not alpha * a < 2:
+    noise_correction = boolean("noise_correction", noise_correction)
+    if not 0 < alpha * a < 2:  # the product underflows to 0 for a = step_size = 1e-200
         raise ParameterError("step_size", f"step_size * a must lie in (0, 2) for stability, got {alpha * a}")
     if noise_correction and temp > 0:
         if alpha * v > 2 * temp:
@@ -47,10 +48,13 @@ def sgld_scalar_stationary(
                 "noise_correction",
                 f"noise_correction needs step_size * grad_noise_var <= 2 temperature, got {alpha * v}",
             )
-        q = 2 * alpha * temp
+        q_over_alpha = 2 * temp
     else:
-        q = 2 * alpha * temp + alpha**2 * v
-    return q / (alpha * a * (2 - alpha * a))
+        q_over_alpha = 2 * temp + alpha * v
+    # q / (alpha a (2 - alpha a)) with alpha cancelled (alpha * a may be subnormal)
+    var = q_over_alpha / (a * (2 - alpha * a))
+    finite_values("a", var, what="the stationary variance", hint=" (it is about temperature / a): a is too small")
+    return var
 
 
 def sghmc_scalar_stationary(
@@ -83,7 +87,8 @@ def sghmc_scalar_stationary(
     temp = real("temperature", temperature, 0.0)
     v = real("grad_noise_var", grad_noise_var, 0.0)
     gamma_hat = real("gamma_hat", gamma_hat, 0.0, eta)
-    if not alpha * a < 2 * (2 - eta):
+    noise_correction = boolean("noise_correction", noise_correction)
+    if not 0 < alpha * a < 2 * (2 - eta):  # the product underflows to 0 for a = step_size = 1e-200
         raise ParameterError(
             "step_size", f"step_size * a must lie in (0, 2 (2 - friction)) for stability, got {alpha * a}"
         )
@@ -94,8 +99,12 @@ def sghmc_scalar_stationary(
             raise ParameterError(
                 "noise_correction", "noise_correction needs step_size * grad_noise_var <= 2 friction temperature"
             )
-        q = 2 * eta * alpha * temp
+        q_over_alpha = 2 * eta * temp
     else:
-        q = 2 * (eta - gamma_hat) * alpha * temp + alpha**2 * v
-    var_theta = (2 - eta) * q / (eta * alpha * a * (2 * (2 - eta) - alpha * a))
-    return var_theta, 2 * alpha * a * var_theta / (2 - eta)
+        q_over_alpha = 2 * (eta - gamma_hat) * temp + alpha * v
+    # alpha cancelled (alpha * a may be subnormal); Var v = 2 q / (eta (2 (2 - eta) - alpha a))
+    var_theta = (2 - eta) * q_over_alpha / (eta * a * (2 * (2 - eta) - alpha * a))
+    var_v = 2 * alpha * q_over_alpha / (eta * (2 * (2 - eta) - alpha * a))
+    finite_values("a", var_theta, what="the stationary variance", hint=" (it is about temperature / a): a is too small")
+    finite_values("step_size", var_v, what="the velocity variance", hint=" (it grows as step_size^2)")
+    return var_theta, var_v
