@@ -33,6 +33,7 @@ __all__ = [
     "fits_in_memory",
     "memory_bytes",
     "renamed",
+    "integer_array",
 ]
 
 
@@ -277,3 +278,19 @@ def renamed(**names: str):
             raise
         message = re.sub(rf"\b{re.escape(exc.parameter)}\b", new, str(exc))
         raise type(exc)(new, message) from exc
+
+
+def integer_array(name: str, value, low: int | None = None) -> np.ndarray:
+    """Return ``value`` as an int64 array of whole numbers (``>= low`` if given).
+
+    Strings, booleans and fractions (``0.5``) are refused by name, as :func:`finite_array`
+    refuses them for real arrays; floats that hold integers (``2.0``) are accepted.
+    """
+    arr = finite_array(name, value)
+    if not np.all(arr == np.floor(arr)):
+        raise ParameterError(name, f"{name} must hold whole numbers")
+    if np.any(np.abs(arr) >= 2.0**63):
+        raise ParameterError(name, f"{name} must lie within the int64 range")
+    if low is not None and np.any(arr < low):
+        raise ParameterError(name, f"{name} must be >= {low}")
+    return arr.astype(np.int64)

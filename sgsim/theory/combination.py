@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import ParameterError, finite_array, integer, positive_float
+from .._validate import ParameterError, finite_array, finite_values, integer, integer_array, positive_float
 
 __all__ = ["RegionsLaw", "combine_cycles", "gaussian_regions_law"]
 
@@ -63,7 +63,7 @@ def combine_cycles(values, cycle, weights) -> float | np.ndarray:
         ``f_hat``, with the trailing shape of ``values``.
     """
     vals = finite_array("values", values)
-    cyc = np.asarray(cycle)
+    cyc = integer_array("cycle", cycle)  # a fractional or string label was taken as a cycle of its own
     if vals.ndim == 0 or cyc.shape != vals.shape[:1]:
         raise ParameterError("cycle", f"cycle must have one entry per draw ({vals.shape[:1]}), got shape {cyc.shape}")
     labels = np.unique(cyc)
@@ -183,14 +183,21 @@ def gaussian_regions_law(
         raise ParameterError("test_function", f"test_function must be 'theta' or 'square', got {test_function!r}")
     pi = pi / pi.sum()
     a = 1.0 / t
-    log_temp = a * np.log(pi) + d * (1.0 - a) * np.log(s)
+    finite_values("temperature", a, what="1 / temperature", hint=f" (temperature = {t:g})")
+    # log weights up to a constant: a (log pi - d log s) + d log s, and pi / s^d, normalised from
+    # their logarithms (s^d and its reciprocal overflow at extreme scales); a (x - max x) is
+    # -inf or 0 where it leaves the floats, i.e. a weight of exactly 0 or the largest
+    log_ratio = np.log(pi) - d * np.log(s)
+    with np.errstate(over="ignore"):
+        log_temp = a * (log_ratio - log_ratio.max()) + d * np.log(s)
     tempered = np.exp(log_temp - log_temp.max())
     tempered /= tempered.sum()
     if t < 1.0:
-        hm = pi / s**d
+        hm = np.exp(log_ratio - log_ratio.max())
         hm = hm / hm.sum()
     else:
         hm = np.full(m, np.nan)
+    finite_values("means", np.sum((0.5 * mu) ** 2, axis=1), what="|means|^2")
     sq = np.sum(mu**2, axis=1)
     if test_function == "theta":
         region_mean, region_var = mu[:, 0].copy(), t * s**2
@@ -199,6 +206,7 @@ def gaussian_regions_law(
         region_mean = sq + d * t * s**2
         region_var = 2.0 * d * t**2 * s**4 + 4.0 * t * s**2 * sq
         truth = float(pi @ (sq + d * s**2))
+    finite_values("temperature", region_mean, region_var, truth, what="the regions' moments")
     return RegionsLaw(
         posterior_weights=pi,
         tempered_weights=tempered,

@@ -575,7 +575,9 @@ def cyclical_sum(step_size: float, n_cycles: int, n_steps: int) -> float:
     """
     alpha0 = positive_float("step_size", step_size)
     n, m, _ = _full_cycles(n_steps, n_cycles)
-    return alpha0 * (n + m) / 2.0
+    s = alpha0 * (n + m) / 2.0
+    finite_values("step_size", s, what="the sum of the steps", hint=f" (step_size = {alpha0:g}, n_steps = {n})")
+    return s
 
 
 def cyclical_sum_squares(step_size: float, n_cycles: int, n_steps: int) -> float:
@@ -585,9 +587,10 @@ def cyclical_sum_squares(step_size: float, n_cycles: int, n_steps: int) -> float
     """
     alpha0 = positive_float("step_size", step_size)
     n, m, length = _full_cycles(n_steps, n_cycles)
-    if length == 1:
-        return n * alpha0**2
-    return alpha0**2 * (3.0 * n / 8.0 + m / 2.0)
+    s2 = n * alpha0 * alpha0 if length == 1 else alpha0 * alpha0 * (3.0 * n / 8.0 + m / 2.0)
+    hint = f" (step_size = {alpha0:g}, n_steps = {n})"
+    finite_values("step_size", s2, what="the sum of the squared steps", hint=hint)
+    return s2
 
 
 def harmonic_number(n: int) -> float:
@@ -676,7 +679,9 @@ def theorem1_terms(
     c_p, time_factor = _options(c_p, time_factor)
     within, top = _check_step(constants, max_step, step_check)
     kl = constants.C1 * s2 + constants.sigma * constants.C0 * s
-    prefactor = math.sqrt(c_p + time_factor * constants.C2 * s)
+    time_term = time_factor * constants.C2 * s
+    finite_values("c_p" if c_p >= time_term else "time_factor", c_p + time_term, what="c_p + time_factor C2 S")
+    prefactor = math.sqrt(c_p + time_term)
     w2_disc = prefactor * (math.sqrt(kl) + (kl / 2.0) ** 0.25)
     w2_exp = constants.C3 * math.exp(-s / constants.C4)
     return Theorem1Terms(
@@ -810,6 +815,7 @@ def matched_h0(step_size: float, n_steps: int, n_cycles: int | None = None) -> f
     alpha0 = positive_float("step_size", step_size)
     k = integer("n_steps", n_steps, low=1)
     s = k * alpha0 / 2.0 if n_cycles is None else cyclical_sum(alpha0, n_cycles, k)
+    finite_values("step_size", s, what="the diffusion time", hint=f" (step_size = {alpha0:g}, n_steps = {k})")
     return s / harmonic_number(k)
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import ParameterError, finite_array, integer, positive_float, real
+from .._validate import ParameterError, finite_array, integer, positive_float, real, renamed
 from .convergence import (
     DEFAULT_C_P,
     Theorem1Terms,
@@ -85,6 +85,8 @@ def decaying_step_sums(
     k = integer("n_steps", n_steps, low=1, high=MAX_STEPS)
     b = real("offset", offset, 0.0)
     h = a * (b + np.arange(1, k + 1, dtype=np.float64)) ** (-g)
+    if not h[0] > 0:  # a positive step that underflows is no step: the bound's max_step would be 0
+        raise ParameterError("step_size", f"the first step a (b + 1)^(-gamma) underflows to 0 (step_size = {a:g})")
     return float(np.sum(h)), float(np.sum(h * h)), float(h[0])
 
 
@@ -210,10 +212,11 @@ def sgld_kl_chain(
     s0 = np.asarray(init_cov, dtype=np.float64)
     d = m0.shape[0]
     v = np.zeros((d, d)) if grad_noise_cov is None else np.asarray(grad_noise_cov, dtype=np.float64)
-    law = sgld_law(p, c, h, grad_noise_cov=v, init_mean=m0, init_cov=s0)
-    times = np.cumsum(h)
-    nu_mean, nu_cov = langevin_law(p, c, times, m0, s0)
-    exact = gaussian_kl(law.mean, law.cov, nu_mean, nu_cov)
+    with renamed(step_size="step_sizes", t="step_sizes", S0="step_sizes", m1="step_sizes", S1="step_sizes"):
+        law = sgld_law(p, c, h, grad_noise_cov=v, init_mean=m0, init_cov=s0)
+        times = np.cumsum(h)
+        nu_mean, nu_cov = langevin_law(p, c, times, m0, s0)
+        exact = gaussian_kl(law.mean, law.cov, nu_mean, nu_cov)
     means = np.vstack([m0[None], law.mean[:-1]])  # law of theta_j before step j + 1
     covs = np.concatenate([s0[None], law.cov[:-1]])
     p2 = p @ p

@@ -25,9 +25,11 @@ def _matrices(name: str, value) -> np.ndarray:
     if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2] or arr.shape[-1] == 0:
         raise ParameterError(name, f"{name} must be a (..., d, d) stack of square matrices, got shape {arr.shape}")
     scale = np.abs(arr).max(axis=(-2, -1))
-    if np.any(np.abs(arr - np.swapaxes(arr, -1, -2)).max(axis=(-2, -1)) > _SYM_RTOL * scale):
+    # halves first: the same bits as 0.5 (a + a^T), without the overflow of a + a^T near 1.8e308
+    half, half_t = 0.5 * arr, 0.5 * np.swapaxes(arr, -1, -2)
+    if np.any(np.abs(half - half_t).max(axis=(-2, -1)) > 0.5 * _SYM_RTOL * scale):
         raise ParameterError(name, f"{name} must be symmetric")
-    return 0.5 * (arr + np.swapaxes(arr, -1, -2))
+    return half + half_t
 
 
 def _eigh(name: str, value, definite: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -47,7 +49,28 @@ def _eigh(name: str, value, definite: bool) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sym(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (x + np.swapaxes(x, -1, -2))
+    return 0.5 * x + 0.5 * np.swapaxes(x, -1, -2)
+
+
+def _scale4(*mats: np.ndarray) -> np.ndarray:
+    """A power of 4 per matrix of the (broadcast) stacks that brings their largest entry near 1.
+
+    Only where an entry lies beyond 2^(+-400) (products of square roots would overflow or
+    underflow); elsewhere 1, so ordinary inputs keep their bits. A power of 4 has an exact
+    square root, so rescaled results are exact rescalings.
+    """
+    top = np.zeros(())
+    for m in mats:
+        top = np.maximum(top, np.abs(m).max(axis=(-2, -1)))
+    _, e = np.frexp(top)
+    k = np.where((e > 400) | ((e < -400) & (top > 0)), (e - 1) // 2, 0)  # top / 4^k in [1, 4)
+    return np.ldexp(1.0, 2 * k)
+
+
+def _refuse_overflow(name: str, value, what: str):
+    if not np.all(np.isfinite(value)):
+        raise ParameterError(name, f"{name} makes {what} overflow beyond 1.8e308")
+    return value
 
 
 def _from_eig(lam: np.ndarray, vec: np.ndarray) -> np.ndarray:
@@ -111,13 +134,22 @@ def gaussian_w2(m1, S1, m2, S2):
     if lam2.shape[-1] != d:
         raise ParameterError("S1", f"S1 and S2 must have the same dimension, got {d} and {lam2.shape[-1]}")
     mu1, mu2 = _vectors("m1", m1, d), _vectors("m2", m2, d)
-    a = _from_eig(np.sqrt(lam1), u1)
-    b = _from_eig(np.sqrt(lam2), u2)
+    # the covariances scaled by a common power of 4, c: the residual scales by sqrt(c), exactly
+    c = _scale4(_matrices("S1", S1), _matrices("S2", S2))
+    a = _from_eig(np.sqrt(lam1 / c[..., None]), u1)
+    b = _from_eig(np.sqrt(lam2 / c[..., None]), u2)
     w, _, zt = np.linalg.svd(a @ b)
     rot = np.swapaxes(zt, -1, -2) @ np.swapaxes(w, -1, -2)
     resid = a - b @ rot
-    w2sq = np.sum((mu1 - mu2) ** 2, axis=-1) + np.sum(resid**2, axis=(-2, -1))
-    return _scalar_or_array(np.sqrt(w2sq))
+    cov_part = np.sqrt(np.sum(resid**2, axis=(-2, -1))) * np.sqrt(c)
+    # the means' distance from halves and a power of 2, so that neither m1 - m2 nor its square overflows
+    half = 0.5 * mu1 - 0.5 * mu2
+    top = np.abs(half).max(axis=-1, keepdims=True)
+    sm = np.where(top > 0, np.ldexp(1.0, np.frexp(top)[1] - 1), 1.0)
+    mean_part = np.sqrt(np.sum((half / sm) ** 2, axis=-1)) * sm[..., 0]
+    with np.errstate(over="ignore"):  # beyond the floats: refused just below, by name
+        w2 = 2.0 * np.hypot(0.5 * cov_part, mean_part)
+    return _scalar_or_array(_refuse_overflow("m1", w2, "the distance W2"))
 
 
 def gaussian_kl(m0, S0, m1, S1):
@@ -146,15 +178,29 @@ def gaussian_kl(m0, S0, m1, S1):
     if s0.shape[-1] != d:
         raise ParameterError("S0", f"S0 and S1 must have the same dimension, got {s0.shape[-1]} and {d}")
     mu0, mu1 = _vectors("m0", m0, d), _vectors("m1", m1, d)
+    # both covariances scaled by a common power of 4, c (the covariance terms do not change), and
+    # the means' difference by a power of 2: the mean term is |W^T (m1 - m0)|^2 f^2, f = 2 sm / sqrt(c)
+    c = _scale4(s0, _matrices("S1", S1))
+    lam1 = lam1 / c[..., None]
+    if np.any(lam1 == 0):  # S1's smallest eigenvalue underflows beside S0's scale: KL ~ |S0| / lam_min(S1)
+        raise ParameterError("S0", "S0 and S1 differ in scale beyond the floats: the divergence overflows 1.8e308")
     white = u1 / np.sqrt(lam1)[..., None, :]
     white_t = np.swapaxes(white, -1, -2)
-    mu = np.linalg.eigvalsh(_sym(white_t @ s0 @ white))
+    with np.errstate(over="ignore"):  # beyond the floats: refused just below, by name
+        whitened = _sym(white_t @ (s0 / c[..., None, None]) @ white)
+    mu = np.linalg.eigvalsh(_refuse_overflow("S0", whitened, "the covariance terms (S0 against S1)"))
     x = mu - 1.0
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(mu > 0, x - np.log1p(x), np.inf)
-    z = (white_t @ (mu1 - mu0)[..., None])[..., 0]
-    kl = 0.5 * (np.sum(terms, axis=-1) + np.sum(z**2, axis=-1))
-    return _scalar_or_array(np.maximum(kl, 0.0))
+    _refuse_overflow("S0", terms, "the covariance terms (S0 against S1)")
+    half = np.broadcast_to(0.5 * mu1 - 0.5 * mu0, np.broadcast_shapes(mu1.shape, mu0.shape))
+    top = np.abs(half).max(axis=-1, keepdims=True)
+    sm = np.where(top > 0, np.ldexp(1.0, np.frexp(top)[1] - 1), 1.0)
+    z = (white_t @ (half / sm)[..., None])[..., 0]
+    with np.errstate(over="ignore"):  # beyond the floats: refused just below, by name
+        f = 2.0 * sm[..., 0] / np.sqrt(c)
+        kl = 0.5 * (np.sum(terms, axis=-1) + np.sum(z**2, axis=-1) * f * f)
+    return _scalar_or_array(np.maximum(_refuse_overflow("m1", kl, "the divergence"), 0.0))
 
 
 def w2_optimal_map(S1, S2) -> np.ndarray:
@@ -176,13 +222,16 @@ def w2_optimal_map(S1, S2) -> np.ndarray:
     if lam2.shape[-1] != lam1.shape[-1]:
         raise ParameterError("S1", f"S1 and S2 must have the same dimension, got {lam1.shape[-1]} and {lam2.shape[-1]}")
     s2 = _matrices("S2", S2)
+    # T(a S1, b S2) = (b / a)^(1/2) T(S1, S2): each matrix scaled by its own power of 4
+    c1, c2 = _scale4(_matrices("S1", S1)), _scale4(s2)
     u1t = np.swapaxes(u1, -1, -2)
-    r = np.sqrt(lam1)
-    inner = r[..., :, None] * (u1t @ s2 @ u1) * r[..., None, :]
+    r = np.sqrt(lam1 / c1[..., None])
+    inner = r[..., :, None] * (u1t @ (s2 / c2[..., None, None]) @ u1) * r[..., None, :]
     lam, vec = np.linalg.eigh(_sym(inner))
     root = _from_eig(np.sqrt(np.clip(lam, 0.0, None)), vec)
-    t = u1 @ (root / r[..., :, None] / r[..., None, :]) @ u1t
-    return _sym(t)
+    with np.errstate(over="ignore"):  # beyond the floats: refused just below, by name
+        t = u1 @ (root / r[..., :, None] / r[..., None, :]) @ u1t * (np.sqrt(c2) / np.sqrt(c1))[..., None, None]
+    return _sym(_refuse_overflow("S2", t, "the map T (about (S2 / S1)^(1/2))"))
 
 
 def w2_1d(x, density, other) -> float:

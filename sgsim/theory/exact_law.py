@@ -32,7 +32,7 @@ import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
 from .. import dynamics
-from .._validate import ParameterError, count, finite_array, fits_in_memory, integer, real, spd_matrix
+from .._validate import ParameterError, boolean, count, finite_array, fits_in_memory, integer, real, spd_matrix
 from ..dynamics import LinearStep
 
 __all__ = [
@@ -445,7 +445,7 @@ def sgld_law(
     alpha, temp = seq["step_size"], seq["temperature"]
     _positive_seq("step_size", alpha)
     _nonnegative_seq("temperature", temp)
-    step = dynamics.sgld_linear(p, b, alpha, temp, v, bool(noise_correction))
+    step = dynamics.sgld_linear(p, b, alpha, temp, v, boolean("noise_correction", noise_correction))
     m0, s0 = _init(init_mean, init_cov, d, d)
     return _propagate(step, m0, s0)
 
@@ -514,6 +514,7 @@ def sghmc_law(
     v = _noise_cov("grad_noise_cov", grad_noise_cov, d)
     eta = real("friction", friction, 0.0, 1.0, low_open=True)
     gamma_hat = real("gamma_hat", gamma_hat, 0.0, eta)
+    noise_correction = boolean("noise_correction", noise_correction)  # a list or "no" was read as True
     if noise_correction and gamma_hat > 0:
         raise ParameterError(
             "gamma_hat", f"gamma_hat must be 0 with noise_correction=True (the correction sets it), got {gamma_hat}"
@@ -522,7 +523,7 @@ def sghmc_law(
     alpha, temp = seq["step_size"], seq["temperature"]
     _positive_seq("step_size", alpha)
     _nonnegative_seq("temperature", temp)
-    step = dynamics.sghmc_linear(p, b, alpha, temp, v, eta, gamma_hat, bool(noise_correction))
+    step = dynamics.sghmc_linear(p, b, alpha, temp, v, eta, gamma_hat, noise_correction)
     m0, s0 = _init(init_mean, init_cov, 2 * d, d)
     return _propagate(step, m0, s0)
 

@@ -74,19 +74,26 @@ def _x(A, lr, n_data, batch_size) -> tuple[np.ndarray, np.ndarray]:
     return lam, eps * n * lam / s
 
 
+def _errors(x: np.ndarray) -> np.ndarray:
+    # e(x) where x = epsilon N lambda / S underflowed to 0: the limit -1, which e(x) = -1 + x/2 - ...
+    # rounds to for every x below 1e-16 (relative_error refuses x = 0 as an argument of its own)
+    x = np.asarray(x)
+    return np.where(x > 0, relative_error(np.where(x > 0, x, 1.0)), -1.0)
+
+
 def window_errors(A, lr, n_data, batch_size) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues ``lambda_k`` of ``A`` (ascending) and ``e(epsilon N lambda_k / S)`` (eq. 34, ``T = N / S``).
 
     Under ``A = C`` the window means' variance along eigenvector ``k`` is ``(1 + e_k) / (N lambda_k)``.
     """
     lam, x = _x(A, lr, n_data, batch_size)
-    return lam, np.asarray(relative_error(x))
+    return lam, _errors(x)
 
 
 def err_max(A, lr, n_data, batch_size) -> float:
     """§6.2's ``err_max = e(epsilon N lambda_min / S)``, the largest relative error of eq. 34 (negative)."""
     lam, x = _x(A, lr, n_data, batch_size)
-    return float(relative_error(x[0]))
+    return float(_errors(x[0]))
 
 
 def accuracy_constant(tolerance) -> float:
@@ -173,7 +180,7 @@ def feasibility(A, n_data, batch_size, lr=None, tolerance=0.1) -> Feasibility:
     eps = err = accurate = stable = None
     if lr is not None:
         eps = positive_float("lr", lr)
-        err = float(relative_error(eps * n * lo / s))
+        err = float(_errors(eps * n * lo / s))
         accurate, stable = eps > min_lr, eps < max_lr
     return Feasibility(lo, hi, n, s, tol, c, min_lr, max_lr, bool(margin > 1), margin, eps, err, accurate, stable, n)
 

@@ -33,7 +33,7 @@ import numpy as np
 from scipy.linalg import expm
 
 from .. import dynamics
-from .._validate import ParameterError, boolean, count, finite_array, positive_float, real
+from .._validate import ParameterError, boolean, count, finite_array, positive_float, real, renamed
 from .exact_law import _spd, stationary_covariance
 from .ou import lyapunov
 
@@ -171,7 +171,8 @@ def momentum_autocorrelation_times(A, C, lr, momentum, batch_size, exact: bool =
     eye = np.eye(n2)
     if boolean("exact", exact):
         f, q = momentum_recursion(A, C, lr, momentum, batch_size)
-        p = stationary_covariance(f, q)
+        with renamed(F="lr", Q="C"):  # F's spectral radius reaches 1 when lr is too large, or underflows
+            p = stationary_covariance(f, q)
         tail = f @ np.linalg.solve(eye - f, p)  # sum_{k>=1} F^k P
         theta = 1.0 + 2.0 * np.diag(tail)[:d] / np.diag(p)[:d]
         ff = np.kron(f, f)

@@ -36,7 +36,7 @@ import numbers
 import numpy as np
 from scipy.linalg import expm, solve_continuous_lyapunov
 
-from .._validate import ParameterError, boolean, count, finite_array, positive_float
+from .._validate import ParameterError, boolean, count, finite_array, positive_float, renamed
 from .exact_law import _spd, _square, stationary_covariance
 
 __all__ = [
@@ -135,7 +135,8 @@ def preconditioned_sgd_cov(A, C, H, batch_size, exact: bool = False) -> np.ndarr
     s = float(count("batch_size", batch_size))
     q = h @ c @ h / s
     if boolean("exact", exact):
-        return stationary_covariance(np.eye(d) - h @ a, q)
+        with renamed(F="H", Q="C"):  # F = I - H A: H decides its stability
+            return stationary_covariance(np.eye(d) - h @ a, q)
     return lyapunov(h @ a, q)
 
 

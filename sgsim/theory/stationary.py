@@ -103,6 +103,11 @@ def sghmc_scalar_stationary(
     else:
         q_over_alpha = 2 * (eta - gamma_hat) * temp + alpha * v
     # alpha cancelled (alpha * a may be subnormal); Var v = 2 q / (eta (2 (2 - eta) - alpha a))
+    if not eta * a * (2 * (2 - eta) - alpha * a) > 0:
+        raise ParameterError(
+            "friction",
+            f"friction * a underflows to 0 (friction = {eta:g}, a = {a:g}): the stationary variance overflows",
+        )
     var_theta = (2 - eta) * q_over_alpha / (eta * a * (2 * (2 - eta) - alpha * a))
     var_v = 2 * alpha * q_over_alpha / (eta * (2 * (2 - eta) - alpha * a))
     finite_values("a", var_theta, what="the stationary variance", hint=" (it is about temperature / a): a is too small")
