@@ -200,7 +200,21 @@ def frontier_cell(dataset: str, method: str, protocol: str, n_samples: int, seed
     extra = {"friction": eta} if method.endswith("hmc") else {}
     from ..sampling import sample
 
-    r = sample(target, method, schedule=sched, burn_in=burn_in, thin=p.thin, seed=seed, progress=False, **extra)
+    # step_check="ignore" as in cyclical_logistic.ess_cell: the steps are set at the mode, not from the
+    # curvature bound at theta = 0; "stability, critical" and "exact, critical" take 1.015 times its
+    # limit on Australian, "n = 128" 1.37 times on Heart (SGLD; cSGLD's peaks twice that). Kept: they are
+    # stable where the chains run, and the divergence check still watches them
+    r = sample(
+        target,
+        method,
+        schedule=sched,
+        burn_in=burn_in,
+        thin=p.thin,
+        seed=seed,
+        progress=False,
+        step_check="ignore",
+        **extra,
+    )
     draws = r.posterior["theta"].values[:, :n_samples]
     return {
         "mean": draws[0].mean(axis=0),
