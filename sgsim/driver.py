@@ -1013,9 +1013,9 @@ def execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress, 
 
 
 # Bytes each kept draw costs whatever the number of chains: its step size, temperature, stage,
-# cycle and step in sample_stats and its step's index (37), and the result's draw coordinate
+# cycle (int64) and step in sample_stats and its step's index (41), and the result's draw coordinate
 # and index with their transient copies (measured: 16 kept, 48 at the peak)
-_DRAW_RECORD_BYTES = 8 + 8 + 1 + 4 + 8 + 8 + 48
+_DRAW_RECORD_BYTES = 8 + 8 + 1 + 8 + 8 + 8 + 48
 
 
 def _memory_parts(run: Run, n_chains: int, n_threads: int, log_density: bool = False) -> dict[str, float]:
