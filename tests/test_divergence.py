@@ -132,10 +132,14 @@ def test_healthy_long_runs_never_trip_the_default_bound(name, method):
     target, sgld_kw, sghmc_kw = HEALTHY[name]
     target = targets.get(target) if isinstance(target, str) else target
     kw = sgld_kw if method == "csgld" else sghmc_kw
-    n_steps = 20_000 if name.startswith(_DATA_TARGETS) else 50_000
+    # the data targets' gradients cost up to 1e3 times a synthetic one's (softmax on optdigits
+    # has 650 parameters): four cycles of 1,250 steps and two seeds there, 50,000 steps and three
+    # seeds elsewhere
+    data = name.startswith(_DATA_TARGETS)
+    n_steps = 5_000 if data else 50_000
     bound = target.divergence_bound()
     reach = 0.0
-    for seed in range(3):
+    for seed in range(2 if data else 3):
         r = sgsim.sample(target, method, n_steps, n_chains=4, seed=seed, thin=10, **kw)  # raises if it trips
         reach = max(reach, float(np.max(np.abs(sgsim.results.flat_draws(r)))))
     # and not narrowly: the healthy chains stay within half of the bound (20 of the target's
