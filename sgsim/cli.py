@@ -66,6 +66,7 @@ _FLAGS = {
     "n_particles": "--n-particles",
     "storage": "--storage",
     "divergence_bound": "--divergence-bound",
+    "step_check": "--step-check",
     "target": "--target",
 }
 
@@ -423,6 +424,13 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
         default="auto",
         metavar="B",
         help="a chain with some |theta_i| > B has diverged: a number > 0, 'auto' (default: the target's) or 'none'",
+    )
+    run.add_argument(
+        "--step-check",
+        choices=["raise", "warn", "ignore"],
+        default="raise",
+        help="a step beyond the method's stability limit on the target: refused (default), run with a warning, or "
+        "run silently (the divergence check stays on)",
     )
     run.add_argument(
         "--backend",
@@ -830,6 +838,7 @@ def _cmd_run(args, parser) -> int:
             thin=args.thin,
             noise_correction=args.noise_correction,
             divergence_bound=bound,
+            step_check=args.step_check,
             progress=not args.quiet,
             backend=args.backend,
             precision=args.precision,

@@ -409,8 +409,9 @@ def _check_step_limit(method: str, schedule: Schedule, largest: float, limit: tu
     if beyond >= n and step_check == "raise":
         raise ParameterError(
             "step_size",
-            f"{what}: the chains would diverge. Take a step below {value:.6g}, or pass step_check='warn' (or "
-            "'ignore') to run it anyway",
+            f"{what}: the chains diverge wherever U's curvature reaches the bound (where the bound is a "
+            f"worst case, e.g. a logistic regression's Hessian at 0, the chains may still be stable where they run). "
+            f"Take a step below {value:.6g}, or pass step_check='warn' (or 'ignore') to run it anyway",
         )
     if beyond >= n or 2 * beyond >= n:
         # the warning points at the caller's line (its sgsim.sample, prepare or replay): the first

@@ -34,3 +34,17 @@ def test_the_step_size_warning_names_the_callers_line(entry):
     assert seen[0].filename == __file__, seen[0].filename
     # the control: within the limit nothing warns
     assert not _warned(lambda: prepare("standard_gaussian", "sgld", 20, step_size=1.9, step_check="warn"))
+
+
+def test_the_command_takes_step_check(tmp_path, capsys):
+    from sgsim.cli import main
+
+    argv = ["run", "--target", "standard_gaussian", "--method", "sgld", "--n-steps", "50", "--seed", "0",
+            "--step-size", "2.5", "--out", str(tmp_path), "--quiet"]  # fmt: skip
+    # beyond SGLD's limit 2 on a unit Gaussian: refused by default, naming the flag's parameter
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2 and "stability limit 2" in capsys.readouterr().err
+    # run anyway: the divergence check stays on and stops the chain (status 1)
+    assert main([*argv, "--step-check", "ignore"]) == 1
+    assert "diverged" in capsys.readouterr().err

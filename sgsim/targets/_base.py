@@ -547,9 +547,10 @@ class Target:
         ``b_i + |m_i|`` of the mass, and its transient may swing past the mass (SGHMC's damped
         oscillation): by 1.1 times that distance at most in the shipped targets' healthy runs
         (cSGHMC from the box on posteriordb's mesquite, whose mass lies 80 standard deviations
-        outside it), which ``4 (b_i + |m_i|)`` covers with a margin. What it catches: the three
-        unstable runs that the rule it replaces (ten times the reach) let through, at ``|theta|``
-        of 18 to 60 standard deviations.
+        outside it), which ``4 (b_i + |m_i|)`` covers with a margin. What it catches: unstable
+        runs that wander 18 to 60 standard deviations out (SGLD beyond its limit on a Gaussian,
+        cSGHMC's excursions on ``mixture_25`` at step 0.1), which a bound at ten times the initial
+        box's reach would let through.
 
         A target that knows nothing of its scale gets ``B = 10^4 max(1, R_box)``: no false
         alarm on a heavy tail or on mass far from the box (Student-t with 3 degrees of freedom
