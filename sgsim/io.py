@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -126,16 +127,28 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _host_tag() -> str:
+    """The machine's name as a temporary file's tag: no dots or dashes (they separate the name's fields)."""
+    return "".join(c if c.isalnum() else "_" for c in socket.gethostname()) or "host"
+
+
 def remove_stale_temporaries(dest: str | os.PathLike) -> list[Path]:
     """Delete the temporary files that killed writes of ``dest`` left behind; return them.
 
-    A temporary file is named ``.<name>.<pid>.<random>.tmp`` after the process writing it;
-    it is stale when that process no longer exists (a write in progress is never touched).
+    A temporary file is named ``.<name>.<host>-<pid>.<random>.tmp`` after the machine and
+    process writing it; it is stale when that process, on this machine, no longer exists. A
+    write in progress is never touched, nor is another machine's on a shared file system (this
+    one cannot tell whether that process lives). A name without the host (``.<name>.<pid>.``,
+    written by earlier versions) is taken as this machine's.
     """
     dest = Path(dest)
     removed = []
+    here = _host_tag()
     for tmp in dest.parent.glob(f".{dest.name}.*.tmp"):
-        pid = tmp.name[len(dest.name) + 2 :].split(".", 1)[0]
+        writer = tmp.name[len(dest.name) + 2 :].split(".", 1)[0]
+        host, _, pid = writer.rpartition("-")
+        if host not in ("", here):
+            continue
         if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
             try:
                 tmp.unlink()
@@ -243,7 +256,8 @@ def _replace_atomically(dest: Path, writer: Callable[[Path], Any], n_bytes: floa
     remove_stale_temporaries(dest)
     tmp: Path | None = None
     try:
-        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.{os.getpid()}.", suffix=".tmp")
+        prefix = f".{dest.name}.{_host_tag()}-{os.getpid()}."
+        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=prefix, suffix=".tmp")
         os.close(fd)
         tmp = Path(tmp_name)
         writer(tmp)

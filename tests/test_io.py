@@ -125,6 +125,7 @@ def test_stale_temporaries_of_killed_writes_are_removed(tmp_path):
     import subprocess
     import sys
 
+    from sgsim import io as sio
     from sgsim.io import atomic_write_text
 
     dest = tmp_path / "r.txt"
@@ -136,9 +137,17 @@ def test_stale_temporaries_of_killed_writes_are_removed(tmp_path):
     live.write_bytes(b"y")
     other = tmp_path / ".other.txt.1.ghi.tmp"  # another file's: not ours to judge
     other.write_bytes(b"z")
+    # the current names carry the host: this machine's dead writer is stale; a writer on another
+    # machine sharing the directory (its pid means nothing here) is never touched
+    here = sio._host_tag()
+    stale_here = tmp_path / f".r.txt.{here}-{int(dead.stdout)}.jkl.tmp"
+    stale_here.write_bytes(b"w")
+    elsewhere = tmp_path / f".r.txt.othermachine-{int(dead.stdout)}.mno.tmp"
+    elsewhere.write_bytes(b"v")
     atomic_write_text(dest, "done")
     assert dest.read_text() == "done"
     assert not stale.exists() and live.exists() and other.exists()
+    assert not stale_here.exists() and elsewhere.exists()
 
 
 def test_a_full_disk_is_a_clear_error_before_writing(tmp_path, monkeypatch):
