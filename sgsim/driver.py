@@ -92,6 +92,18 @@ _BLOCK_SECONDS = 0.2
 _BLOCK_GROWTH = 8
 
 
+def _block_cap(n_rep: int, workers: int, d: int) -> int:
+    """The most steps a block of ``n_rep`` replicas of dimension ``d`` on ``workers`` threads takes."""
+    scale = 1 if n_rep >= 64 else (16 if workers > 1 else 4)
+    return max(1, min(scale * _BLOCK_STEPS, (1 << 22) // max(1, d)))
+
+
+#: Bytes per step of the blocks' inputs at their peak: two blocks' step sizes, noise scales and
+#: kept-step marks alive at once (the one running and the next, prepared ahead; 25 each) and the
+#: schedule's values of the one being prepared (26), measured
+_BLOCK_INPUT_BYTES = 2 * 25 + 26
+
+
 class _Blocks:
     """The blocks ``[k0, k1)`` of a range of steps, each sized from the time the last one took.
 
@@ -786,9 +798,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     # on threads much longer, for each block ends in a barrier that costs every thread a wake-up
     # (on a machine of few cores, as long as the block itself); the per-step arrays of a block
     # stay below some MB whatever d
-    scale = 1 if n_rep >= 64 else (16 if pool is not None else 4)
-    block_steps = max(1, min(scale * _BLOCK_STEPS, (1 << 22) // max(1, d)))
-    blocks = _Blocks(k_start, k_stop, block_steps)
+    blocks = _Blocks(k_start, k_stop, _block_cap(n_rep, workers, d))
 
     def inputs(bounds):
         # the block's per-step values, shared by every replica
@@ -1044,6 +1054,9 @@ def _memory_parts(run: Run, n_chains: int, n_threads: int, log_density: bool = F
         + 8.0 * n_chains * per_replica * (2 * _rng.STATE_WORDS + run.target.workspace.size)
         + 16.0 * n_chains,
     }
+    # the blocks' per-step inputs, shared by the replicas (an ensemble's threads, at most)
+    cap = _block_cap(n_chains, min(n_threads, n_chains), d)
+    parts["block inputs"] = float(_BLOCK_INPUT_BYTES * min(run.schedule.n_steps, cap))
     if run.interacting:
         rows, cols = alg.pair_shape(run.n_particles or 1, run.options)
         # each thread's loop holds the pair buffer and a work buffer of its size
@@ -1056,8 +1069,8 @@ def _check_memory(run: Run, n_chains: int, n_threads: int, log_density: bool = F
 
     Counted (:func:`_memory_parts`): the kept draws (and their copy for ``log_density``), the
     per-draw statistics and coordinates, the running moments, each replica's state, streams
-    and workspace, and the pair terms each thread of an ensemble holds per step; against 80%
-    of the physical memory. The error names the parameter of the largest share (``thin`` for
+    and workspace, the blocks' per-step inputs, and the pair terms each thread of an ensemble
+    holds per step; against 80% of the physical memory. The error names the parameter of the largest share (``thin`` for
     the draws, ``n_particles`` for the pair terms, ``n_chains`` otherwise) and the bytes of
     each part.
     """
