@@ -403,7 +403,7 @@ FUNCTIONS: dict[str, tuple[Callable, dict]] = {
         C=matrix(), E=matrix(), lr=real(0, 1, low_open=True), n_data=integer(1), kind=choice("full", "diagonal"))),
     "kl.sgfs_stability_noise": (kl.sgfs_stability_noise, dict(C=matrix(), lr=real(0, 1, low_open=True),
                                                               n_data=integer(1), h_max=real(0, 10, low_open=True))),
-    "kl.stability_ratio": (kl.stability_ratio, dict(lr=real(0, 1, low_open=True), A=matrix(),
+    "kl.stability_ratio": (kl.stability_ratio, dict(lr=real(0, math.inf, low_open=True), A=matrix(),
                                                     H=matrix(optional=True))),
     "kl.reverse_kl_minimiser": (kl.reverse_kl_minimiser, dict(A=matrix(), C=matrix(), n_data=integer(1),
                                                               batch_size=integer(1), exact=flag())),
@@ -417,7 +417,7 @@ FUNCTIONS: dict[str, tuple[Callable, dict]] = {
     "momentum.momentum_autocorrelation_times": (momentum.momentum_autocorrelation_times, dict(
         A=matrix(), C=matrix(), lr=real(0, 1, low_open=True), momentum=real(0, 1, low_open=True),
         batch_size=integer(1), exact=flag())),
-    "iasg.err_max": (iasg.err_max, dict(A=matrix(), lr=real(0, 1, low_open=True), n_data=integer(1),
+    "iasg.err_max": (iasg.err_max, dict(A=matrix(), lr=real(0, math.inf, low_open=True), n_data=integer(1),
                                         batch_size=integer(1))),
     "iasg.accuracy_constant": (iasg.accuracy_constant, dict(tolerance=real(0, 1, low_open=True))),
     "iasg.feasibility": (iasg.feasibility, dict(A=matrix(), n_data=integer(1), batch_size=integer(1),
@@ -545,20 +545,14 @@ KNOWN = {
     "fokker_planck.grid": "a complex low reaches float()",
     "gradient_noise.gradient_noise_shape": "measured_skewness = nan (zero spread of the projections)",
     "iasg.accuracy_constant": "the root solver fails at tolerance = 5e-324",
-    "iasg.err_max": "lr = 2 taken as wrong (strategy: lr has no upper bound); with lr unbounded, x = inf is named 'x'",
     "iasg.feasibility": "the root solver fails at tolerance = 5e-324",
     "kl.reverse_kl_to_posterior": "inf at n_data = 2**62",
     "kl.sgfs_optimal_pair": "ZeroDivisionError at lr = 5e-324",
     "kl.sgfs_optimal_preconditioner": "non-finite entries at lr = 5e-324",
     "kl.sgfs_stability_noise": "non-finite entries at extreme lr, h_max",
-    "kl.stability_ratio": "lr = 2 (beyond the strategy's range) accepted: strategy or function to settle",
-    "langevin_law": "an empty t accepted",
     "linear_gaussian": "names an argument the call does not have (sgsim/targets, not in this change)",
     "momentum.momentum_autocorrelation_times": "exact=False at lr = 5e-324 names 'M' (lyapunov's argument), not lr",
     "nonconvex.mixture_potential_1d": "overflow at variance = 1e-320",
-    "ou.long_window_mean_cov": "overflow at extreme window",
-    "ou.momentum_cov": "ZeroDivisionError at momentum = 1e-300",
-    "ou.window_mean_cov": "overflow at tau = 1e-320",
 }
 
 
@@ -835,3 +829,36 @@ def test_combination_and_chains_name_their_arguments():
     law = combination.gaussian_regions_law([0.5, 0.5], [-1.0, 1.0], [1e-300, 1.0], 0.5)  # pi / s^d overflowed
     assert np.all(np.isfinite(law.harmonic_weights)) and law.harmonic_weights[0] == pytest.approx(1.0)
     assert iasg.err_max(np.eye(2), 5e-324, 1, 1) == -1.0  # x underflowed to 0 and was refused as 'x'
+
+
+def test_ou_window_and_momentum_covariances_at_extreme_inputs():
+    a, sig = np.array([[2.0, 0.5], [0.5, 1.0]]), np.diag([1.0, 3.0])
+    # (1/tau) A^-1 and (1/tau^2) X overflowed at tau = 5e-324 (RuntimeWarning); the window mean -> Sigma
+    np.testing.assert_allclose(ou.window_mean_cov(a, sig, 5e-324), sig, rtol=1e-15, atol=1e-15)
+    np.testing.assert_allclose(ou.window_mean_cov(a, sig, 1e-9), sig, rtol=1e-8, atol=1e-8)
+    # across the series/direct switch (tau * lambda = 1e-2) both branches agree with the long form
+    for tau in (0.5e-2 / 2.2, 2e-2 / 2.2, 3.0):
+        lam, u = np.linalg.eigh(a)
+        x = u @ np.diag(np.expm1(-tau * lam) / lam**2) @ u.T
+        a_inv = np.linalg.inv(a)
+        want = (a_inv @ sig + sig @ a_inv) / tau + (x @ sig + sig @ x) / tau**2
+        np.testing.assert_allclose(ou.window_mean_cov(a, sig, tau), want, rtol=1e-10)
+    _named(lambda: ou.long_window_mean_cov(a, sig, 5e-324, 1), "window")  # overflowed with a RuntimeWarning
+    np.testing.assert_allclose(ou.long_window_mean_cov(a, sig, 2.0, 3), np.linalg.inv(a) @ sig @ np.linalg.inv(a) / 6)
+    _named(lambda: ou.momentum_cov(np.eye(2), np.eye(2), 1.0, 5e-324, 20), "momentum")  # 0 * inf = nan before
+    # mu * S underflowed: ZeroDivisionError; lr / mu = 1 is finite
+    np.testing.assert_allclose(ou.momentum_cov(np.eye(2), np.eye(2), 5e-324, 5e-324, 29), np.eye(2) / 58, rtol=1e-15)
+    np.testing.assert_allclose(ou.momentum_cov(np.eye(2), np.eye(2), 0.1, 0.5, 2), 0.1 / (0.5 * 2) / 2 * np.eye(2))
+
+
+def test_langevin_law_refuses_an_empty_t():
+    _named(lambda: exact_law.langevin_law(np.eye(2), None, []), "t")  # returned arrays of shape (0, 2)
+    assert exact_law.langevin_law(np.eye(2), None, [0.5])[0].shape == (1, 2)
+
+
+def test_rates_beyond_the_floats_in_iasg_and_kl():
+    # x = lr N lambda / S overflowed to inf and was refused as 'x', not an argument of err_max
+    assert iasg.err_max(np.diag([1e3, 2e3]), 1e308, 9, 37) == 0.0  # |e(x)| < 1 / x: 0 to the floats
+    assert iasg.err_max(np.eye(2), 2.0, 1, 1) == pytest.approx(math.expm1(-2.0) / 2.0, rel=1e-15)
+    _named(lambda: kl.stability_ratio(1e308, np.diag([1e-3, 1e3])), "lr")  # RuntimeWarning, then inf
+    assert kl.stability_ratio(0.5, np.diag([1.0, 3.0])) == pytest.approx(0.75, rel=1e-15)

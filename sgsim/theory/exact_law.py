@@ -825,6 +825,8 @@ def langevin_law(precision, shift, t, init_mean=None, init_cov=None, *, temperat
     d = p.shape[0]
     b = np.zeros(d) if shift is None else finite_array("shift", shift, (d,))
     times = finite_array("t", t)
+    if times.size == 0:
+        raise ParameterError("t", "t must hold at least one time, got an empty array")
     if np.any(times < 0):
         raise ParameterError("t", f"t must be >= 0, got min {times.min():.4g}")
     temp = real("temperature", temperature, 0.0)

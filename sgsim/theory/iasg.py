@@ -71,14 +71,17 @@ def _x(A, lr, n_data, batch_size) -> tuple[np.ndarray, np.ndarray]:
         float(count("batch_size", batch_size)),
     )
     lam = np.linalg.eigvalsh(a)
-    return lam, eps * n * lam / s
+    with np.errstate(over="ignore"):  # x beyond the floats: e(x) ~ -1 / x is 0 to the floats, see _errors
+        return lam, eps * (n / s) * lam
 
 
 def _errors(x: np.ndarray) -> np.ndarray:
     # e(x) where x = epsilon N lambda / S underflowed to 0: the limit -1, which e(x) = -1 + x/2 - ...
-    # rounds to for every x below 1e-16 (relative_error refuses x = 0 as an argument of its own)
+    # rounds to for every x below 1e-16 (relative_error refuses x = 0 as an argument of its own);
+    # where x overflowed to inf, |e(x)| < 1 / x < 6e-309: its limit 0 (a subnormal at most, lost)
     x = np.asarray(x)
-    return np.where(x > 0, relative_error(np.where(x > 0, x, 1.0)), -1.0)
+    usable = (x > 0) & np.isfinite(x)
+    return np.where(usable, relative_error(np.where(usable, x, 1.0)), np.where(x > 0, 0.0, -1.0))
 
 
 def window_errors(A, lr, n_data, batch_size) -> tuple[np.ndarray, np.ndarray]:

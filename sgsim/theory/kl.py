@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
-from .._validate import ParameterError, boolean, count, finite_array, positive_float
+from .._validate import ParameterError, boolean, count, finite_array, finite_values, positive_float
 from .distances import gaussian_kl
 from .exact_law import _spd
 from .ou import lyapunov, preconditioned_sgd_cov, sgd_cov, sgfs_cov
@@ -105,10 +105,15 @@ def stability_ratio(lr, A, H=None) -> float:
     a = _spd("A", A)
     eps = positive_float("lr", lr)
     if H is None:
-        return float(eps * np.linalg.eigvalsh(a)[-1] / 2.0)
-    h = _spd("H", H, a.shape[0])
-    root = np.linalg.cholesky(h)  # H = L L^T: H A is similar to L^T A L
-    return float(eps * np.linalg.eigvalsh(root.T @ a @ root)[-1] / 2.0)
+        lam_max = np.linalg.eigvalsh(a)[-1]
+    else:
+        h = _spd("H", H, a.shape[0])
+        root = np.linalg.cholesky(h)  # H = L L^T: H A is similar to L^T A L
+        lam_max = np.linalg.eigvalsh(root.T @ a @ root)[-1]
+    with np.errstate(over="ignore"):  # refused just below, by name
+        ratio = np.float64(eps) * (lam_max / 2.0)
+    finite_values("lr", ratio, what="the ratio lr lambda_max(H A) / 2", hint=f" (lr = {eps:g})")
+    return float(ratio)
 
 
 def check_stability(lr, A, H=None, what: str = "the rate") -> float:

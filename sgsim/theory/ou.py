@@ -36,7 +36,7 @@ import numbers
 import numpy as np
 from scipy.linalg import expm, solve_continuous_lyapunov
 
-from .._validate import ParameterError, boolean, count, finite_array, positive_float, renamed
+from .._validate import ParameterError, boolean, count, finite_array, finite_values, positive_float, renamed
 from .exact_law import _spd, _square, stationary_covariance
 
 __all__ = [
@@ -160,9 +160,14 @@ def momentum_cov(A, C, lr, momentum, batch_size, exact_ou: bool = True) -> np.nd
         raise ParameterError("momentum", f"momentum (the damping mu) must be in (0, 1], got {mu}")
     lam, u = _eig(a)
     den = lam[:, None] + lam[None, :]
-    if boolean("exact_ou", exact_ou):
-        den = den + eps / (2 * mu**2) * (lam[:, None] - lam[None, :]) ** 2
-    return _in_basis(u, eps / (mu * s) * c, den)
+    exact = boolean("exact_ou", exact_ou)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # a tiny mu: refused below, by name
+        if exact:
+            gap = (lam[:, None] - lam[None, :]) ** 2
+            den = den + np.where(gap > 0, np.float64(eps) / (2 * mu) / mu * gap, 0.0)  # no inf * 0 on the diagonal
+        out = _in_basis(u, np.float64(eps) / mu / s * c, den)
+    finite_values("momentum", out, what="the covariance (it grows as lr / momentum)", hint=f" (momentum = {mu:g})")
+    return out
 
 
 def sgld_cov(A, C, lr, n_data, batch_size, exact: bool = False) -> np.ndarray:
@@ -227,9 +232,17 @@ def window_mean_cov(A, Sigma, tau) -> np.ndarray:
     sig = _spd("Sigma", Sigma, a.shape[0], allow_singular=True)
     t = positive_float("tau", tau)
     lam, u = _eig(a)
-    x = u @ np.diag(np.expm1(-t * lam) / lam**2) @ u.T
-    a_inv = u @ np.diag(1.0 / lam) @ u.T
-    out = (a_inv @ sig + sig @ a_inv) / t + (x @ sig + sig @ x) / t**2
+    # D = G Sigma + Sigma G with G = U g(tau Lambda) U^T, g(x) = (x - 1 + e^-x) / x^2, computed
+    # without the cancellation of the two terms above (g -> 1/2 as x -> 0, so D -> Sigma) and
+    # without overflow of 1 / tau^2 (g(x) ~ 1 / x as x -> inf)
+    with np.errstate(over="ignore"):
+        x = t * lam
+    small = x < 1e-2  # Taylor series to x^4: truncation error x^5 / 5040 < 2e-14
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # masked by the series
+        direct = (1.0 / x) * (1.0 + np.expm1(-x) / x)
+    series = 0.5 + x * (-1.0 / 6 + x * (1.0 / 24 + x * (-1.0 / 120 + x / 720)))
+    g = u @ np.diag(np.where(small, series, direct)) @ u.T
+    out = g @ sig + sig @ g
     return 0.5 * (out + out.T)
 
 
@@ -243,5 +256,7 @@ def long_window_mean_cov(A, C, window, batch_size) -> np.ndarray:
     c = _spd("C", C, a.shape[0], allow_singular=True)
     t, s = positive_float("window", window), float(count("batch_size", batch_size))
     a_inv = np.linalg.inv(a)
-    out = a_inv @ c @ a_inv / (t * s)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # refused below, by name
+        out = (a_inv @ c @ a_inv / s) / t
+    finite_values("window", out, what="the covariance (it grows as 1 / window)", hint=f" (window = {t:g})")
     return 0.5 * (out + out.T)
