@@ -542,7 +542,6 @@ DOCUMENTED_INFINITE = {
 
 # Found by this fuzz and not fixed yet (a fix makes the entry XPASS: then remove it)
 KNOWN = {
-    "fokker_planck.grid": "a complex low reaches float()",
     "gradient_noise.gradient_noise_shape": "measured_skewness = nan (zero spread of the projections)",
     "iasg.accuracy_constant": "the root solver fails at tolerance = 5e-324",
     "iasg.feasibility": "the root solver fails at tolerance = 5e-324",
@@ -550,7 +549,6 @@ KNOWN = {
     "kl.sgfs_optimal_pair": "ZeroDivisionError at lr = 5e-324",
     "kl.sgfs_optimal_preconditioner": "non-finite entries at lr = 5e-324",
     "kl.sgfs_stability_noise": "non-finite entries at extreme lr, h_max",
-    "linear_gaussian": "names an argument the call does not have (sgsim/targets, not in this change)",
     "momentum.momentum_autocorrelation_times": "exact=False at lr = 5e-324 names 'M' (lyapunov's argument), not lr",
     "nonconvex.mixture_potential_1d": "overflow at variance = 1e-320",
 }
@@ -862,3 +860,15 @@ def test_rates_beyond_the_floats_in_iasg_and_kl():
     assert iasg.err_max(np.eye(2), 2.0, 1, 1) == pytest.approx(math.expm1(-2.0) / 2.0, rel=1e-15)
     _named(lambda: kl.stability_ratio(1e308, np.diag([1e-3, 1e3])), "lr")  # RuntimeWarning, then inf
     assert kl.stability_ratio(0.5, np.diag([1.0, 3.0])) == pytest.approx(0.75, rel=1e-15)
+
+
+def test_grid_corners_and_gradient_noise_are_named():
+    _named(lambda: fokker_planck.grid(-10.0, -10.0 + 1e-15j, 30), "high")  # TypeError from float()
+    _named(lambda: fokker_planck.grid("-1", 1.0, 5), "low")  # a string was read as a number
+    # linear_gaussian named 'cov' (Target.with_gradient_noise's argument) and read "1" as 1.0
+    _named(lambda: targets.linear_gaussian(np.eye(2), grad_noise_cov=[[1.0, 0.0]]), "grad_noise_cov")
+    _named(lambda: targets.linear_gaussian(np.eye(2), grad_noise_cov="1"), "grad_noise_cov")
+    _named(lambda: targets.linear_gaussian(np.eye(2), grad_noise_cov=True), "grad_noise_cov")
+    np.testing.assert_array_equal(
+        targets.linear_gaussian(np.eye(2), grad_noise_cov=0.1).grad_noise_cov, 0.1 * np.eye(2)
+    )

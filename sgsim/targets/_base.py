@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import rng as _rng
 from .._jit import is_compiled, jit
-from .._validate import ParameterError, ParameterTypeError, finite_array, integer, positive_float, spd_matrix
+from .._validate import ParameterError, ParameterTypeError, finite_array, integer, positive_float, real, spd_matrix
 
 __all__ = [
     "Target",
@@ -415,10 +415,8 @@ class Target:
             A non-negative scalar ``s2`` (meaning ``s2 * I``) or a symmetric positive
             semidefinite ``(d, d)`` matrix.
         """
-        if np.ndim(cov) == 0:
-            s2 = float(cov)
-            if not (np.isfinite(s2) and s2 >= 0):
-                raise ParameterError("cov", f"cov must be a finite scalar >= 0, got {cov}")
+        if np.ndim(cov) == 0 and not isinstance(cov, str | bytes):  # "1" is refused as an array below
+            s2 = real("cov", cov, 0.0)  # a finite number >= 0 (not a string, a bool or a complex)
             cov = s2 * np.eye(self.dim)
         cov = spd_matrix("cov", cov, self.dim, allow_singular=True)
         return replace(self, grad_noise_cov=cov, spec=self._modified("with_gradient_noise", cov=cov))

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .._jit import jit
-from .._validate import ParameterError, finite_array, finite_values, fits_in_memory, integer, spd_matrix
+from .._validate import ParameterError, finite_array, finite_values, fits_in_memory, integer, renamed, spd_matrix
 from ._base import Target, _ship_block, factory
 
 
@@ -143,7 +143,10 @@ def linear_gaussian(precision, shift=None, grad_noise_cov=None, *, name="linear_
         exact_sampler=sampler,
         extras={"precision": prec, "shift": b, "covariance": cov},
     )
-    return target if grad_noise_cov is None else target.with_gradient_noise(grad_noise_cov)
+    if grad_noise_cov is None:
+        return target
+    with renamed(cov="grad_noise_cov"):
+        return target.with_gradient_noise(grad_noise_cov)
 
 
 @factory("standard_gaussian")

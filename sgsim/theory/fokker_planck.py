@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._validate import ParameterError, fits_in_memory, positive_float
+from .._validate import ParameterError, finite_array, fits_in_memory, positive_float
 
 __all__ = [
     "Grid",
@@ -145,8 +145,8 @@ def grid(low, high, n: int | Sequence[int]) -> Grid:
     n : int or sequence of int
         Nodes per dimension, >= 3.
     """
-    low_a = np.atleast_1d(np.asarray(low, float))
-    high_a = np.atleast_1d(np.asarray(high, float))
+    low_a = np.atleast_1d(finite_array("low", low))
+    high_a = np.atleast_1d(finite_array("high", high))
     n_a = np.atleast_1d(np.asarray(n))
     dim = max(low_a.size, high_a.size, n_a.size)
     if not 1 <= dim <= 4:
