@@ -545,7 +545,6 @@ KNOWN = {
     "gradient_noise.gradient_noise_shape": "measured_skewness = nan (zero spread of the projections)",
     "iasg.accuracy_constant": "the root solver fails at tolerance = 5e-324",
     "iasg.feasibility": "the root solver fails at tolerance = 5e-324",
-    "kl.reverse_kl_to_posterior": "inf at n_data = 2**62",
     "kl.sgfs_optimal_pair": "ZeroDivisionError at lr = 5e-324",
     "kl.sgfs_optimal_preconditioner": "non-finite entries at lr = 5e-324",
     "kl.sgfs_stability_noise": "non-finite entries at extreme lr, h_max",
@@ -871,4 +870,16 @@ def test_grid_corners_and_gradient_noise_are_named():
     _named(lambda: targets.linear_gaussian(np.eye(2), grad_noise_cov=True), "grad_noise_cov")
     np.testing.assert_array_equal(
         targets.linear_gaussian(np.eye(2), grad_noise_cov=0.1).grad_noise_cov, 0.1 * np.eye(2)
+    )
+
+
+def test_reverse_kl_at_a_concentrated_posterior():
+    # an eigenvalue mu < 1.1e-16 of S1^-1 S0 made mu - 1 round to -1 and log1p(-1) = -inf: refused as 'S0'
+    a, sig = np.array([[2.0, 0.5], [0.5, 1.0]]), np.diag([1e-3, 1e3])
+    post = np.linalg.inv(float(2**62) * a)
+    m = np.linalg.solve(sig, post)
+    want = 0.5 * (np.trace(m) - 2 - np.linalg.slogdet(post)[1] + np.linalg.slogdet(sig)[1])
+    assert kl.reverse_kl_to_posterior(sig, a, 2**62) == pytest.approx(want, rel=1e-12)
+    assert distances.gaussian_kl(np.zeros(2), 1e-20 * np.eye(2), np.zeros(2), np.eye(2)) == pytest.approx(
+        0.5 * (2e-20 - 2 + 2 * 20 * math.log(10)), rel=1e-14
     )

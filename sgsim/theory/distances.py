@@ -191,7 +191,10 @@ def gaussian_kl(m0, S0, m1, S1):
     mu = np.linalg.eigvalsh(_refuse_overflow("S0", whitened, "the covariance terms (S0 against S1)"))
     x = mu - 1.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(mu > 0, x - np.log1p(x), np.inf)
+        # mu - 1 - log(mu): log1p(mu - 1) keeps the digits near mu = 1, but mu - 1 rounds to -1
+        # (log1p(-1) = -inf) below mu = 1.1e-16, where log(mu) is exact
+        log_mu = np.where(np.abs(x) < 0.5, np.log1p(x), np.log(mu))
+        terms = np.where(mu > 0, x - log_mu, np.inf)
     _refuse_overflow("S0", terms, "the covariance terms (S0 against S1)")
     half = np.broadcast_to(0.5 * mu1 - 0.5 * mu0, np.broadcast_shapes(mu1.shape, mu0.shape))
     top = np.abs(half).max(axis=-1, keepdims=True)
