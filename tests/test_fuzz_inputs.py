@@ -169,6 +169,19 @@ def matrix(valid=SPD2, wrong=BAD_MATRICES, optional=False, huge=False):
     return mostly(ok(v), bad(st.sampled_from(wrong)))
 
 
+FACTORS = [*SPD2, np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([[-1.0, 0.0], [0.0, 1.0]]), np.zeros((2, 2))]
+
+
+def factor():
+    """A square factor ``E`` (of ``E E^T``): any real matrix of the shape, symmetric or not."""
+    wrong = [
+        w
+        for w in BAD_MATRICES
+        if not (isinstance(w, list) and w in ([[1.0, 2.0], [0.0, 1.0]], [[-1.0, 0.0], [0.0, 1.0]], HUGE))
+    ]
+    return mostly(ok(st.sampled_from([*FACTORS, np.array(HUGE)])), bad(st.sampled_from(wrong)))
+
+
 def vector(dim=2, low=-10.0, high=10.0, optional=False, stacks=False):
     """A vector of ``dim`` numbers; a stack of vectors is wrong unless the function broadcasts (``stacks``)."""
     v = st.lists(st.floats(low, high), min_size=dim, max_size=dim)
@@ -356,7 +369,7 @@ FUNCTIONS: dict[str, tuple[Callable, dict]] = {
     "preconditioned_sgd_law": (exact_law.preconditioned_sgd_law, dict(A=matrix(), C=matrix(), H=matrix(),
                                                                       lr=sequence(0, 0.5), batch_size=integer(1),
                                                                       n_steps=integer(1, 30, optional=True))),
-    "sgfs_law": (exact_law.sgfs_law, dict(A=matrix(), C=matrix(), H=matrix(), E=matrix(), lr=sequence(0, 0.5),
+    "sgfs_law": (exact_law.sgfs_law, dict(A=matrix(), C=matrix(), H=matrix(), E=factor(), lr=sequence(0, 0.5),
                                           batch_size=integer(1), n_steps=integer(1, 30, optional=True))),
     "stationary_covariance": (exact_law.stationary_covariance, dict(F=matrix([0.5 * np.eye(2)]), Q=matrix())),
     "time_average_cov": (exact_law.time_average_cov, dict(F=matrix([0.5 * np.eye(2)]), P=matrix(), T=integer(1))),
@@ -380,7 +393,7 @@ FUNCTIONS: dict[str, tuple[Callable, dict]] = {
                                               exact_ou=flag())),
     "ou.sgld_cov": (ou.sgld_cov, dict(A=matrix(), C=matrix(), lr=real(0, 1, low_open=True), n_data=integer(1),
                                       batch_size=integer(1), exact=flag())),
-    "ou.sgfs_cov": (ou.sgfs_cov, dict(A=matrix(), C=matrix(), H=matrix(), E=matrix(), lr=real(0, 1, low_open=True))),
+    "ou.sgfs_cov": (ou.sgfs_cov, dict(A=matrix(), C=matrix(), H=matrix(), E=factor(), lr=real(0, 1, low_open=True))),
     "ou.autocovariance": (ou.autocovariance, dict(A=matrix(), Sigma=matrix(), lag=real(0, 100))),
     "ou.window_mean_cov": (ou.window_mean_cov, dict(A=matrix(), Sigma=matrix(), tau=real(0, 100, low_open=True))),
     "ou.long_window_mean_cov": (ou.long_window_mean_cov, dict(A=matrix(), C=matrix(), window=real(0, 1e3, low_open=True),
@@ -400,7 +413,7 @@ FUNCTIONS: dict[str, tuple[Callable, dict]] = {
     "kl.reverse_kl_optimal_lr": (kl.reverse_kl_optimal_lr, dict(C=matrix(), n_data=integer(1),
                                                                 batch_size=integer(1), A=matrix(optional=True))),
     "kl.sgfs_optimal_preconditioner": (kl.sgfs_optimal_preconditioner, dict(
-        C=matrix(), E=matrix(), lr=real(0, 1, low_open=True), n_data=integer(1), kind=choice("full", "diagonal"))),
+        C=matrix(), E=factor(), lr=real(0, 1, low_open=True), n_data=integer(1), kind=choice("full", "diagonal"))),
     "kl.sgfs_stability_noise": (kl.sgfs_stability_noise, dict(C=matrix(), lr=real(0, 1, low_open=True),
                                                               n_data=integer(1), h_max=real(0, 10, low_open=True))),
     "kl.stability_ratio": (kl.stability_ratio, dict(lr=real(0, math.inf, low_open=True), A=matrix(),
@@ -545,9 +558,6 @@ KNOWN = {
     "gradient_noise.gradient_noise_shape": "measured_skewness = nan (zero spread of the projections)",
     "iasg.accuracy_constant": "the root solver fails at tolerance = 5e-324",
     "iasg.feasibility": "the root solver fails at tolerance = 5e-324",
-    "kl.sgfs_optimal_pair": "ZeroDivisionError at lr = 5e-324",
-    "kl.sgfs_optimal_preconditioner": "non-finite entries at lr = 5e-324",
-    "kl.sgfs_stability_noise": "non-finite entries at extreme lr, h_max",
     "momentum.momentum_autocorrelation_times": "exact=False at lr = 5e-324 names 'M' (lyapunov's argument), not lr",
     "nonconvex.mixture_potential_1d": "overflow at variance = 1e-320",
 }
@@ -883,3 +893,22 @@ def test_reverse_kl_at_a_concentrated_posterior():
     assert distances.gaussian_kl(np.zeros(2), 1e-20 * np.eye(2), np.zeros(2), np.eye(2)) == pytest.approx(
         0.5 * (2e-20 - 2 + 2 * 20 * math.log(10)), rel=1e-14
     )
+
+
+def test_sgfs_functions_at_extreme_rates():
+    c = np.diag([1.0, 3.0])
+    # 2 / (lr N) overflowed: non-finite preconditioners, a ZeroDivisionError, a RuntimeWarning
+    _named(lambda: kl.sgfs_optimal_preconditioner(c, np.eye(2), 5e-324, 1), "lr")
+    _named(lambda: kl.sgfs_stability_noise(np.eye(2), 1e-300, 43, 5e-324), "h_max")
+    _named(lambda: kl.sgfs_optimal_pair(c, 5e-324, 1), "lr")
+    _named(lambda: kl.sgfs_optimal_pair(c, 0.5, 2**31 + 5, 1e-320), "h_max")  # inf * 0 = nan before
+    _named(lambda: ou.sgfs_cov(np.eye(2), c, np.eye(2), np.array(HUGE), 0.5), "E")  # overflow in matmul
+    _named(lambda: kl.sgfs_kl(np.eye(2), c, np.eye(2), np.eye(2), 5e-324, 1), "lr")  # named 'Sigma' / 'S0'
+    # a non-symmetric factor E is a valid factor of E E^T
+    e = np.array([[1.0, 2.0], [0.0, 1.0]])
+    np.testing.assert_allclose(kl.sgfs_optimal_preconditioner(c, e, 0.1, 10), 2.0 / 1.0 * np.linalg.inv(c + e @ e.T))
+    # the capped pair: H = min(2 / (lr N c_k), h_max) in C's eigenbasis and M = (tau - c_k)_+, tau = 2 / (lr N h_max)
+    h, m = kl.sgfs_optimal_pair(c, 0.1, 10, h_max=1.0)
+    np.testing.assert_allclose(np.diag(h), [1.0, 2.0 / 3.0], rtol=1e-15)
+    np.testing.assert_allclose(np.diag(m), [1.0, 0.0], rtol=1e-15, atol=1e-15)
+    np.testing.assert_allclose(h, 2.0 * np.linalg.inv(c + m), rtol=1e-14)

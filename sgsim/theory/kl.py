@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
-from .._validate import ParameterError, boolean, count, finite_array, finite_values, positive_float
+from .._validate import ParameterError, boolean, count, finite_array, finite_values, positive_float, renamed
 from .distances import gaussian_kl
 from .exact_law import _spd
 from .ou import lyapunov, preconditioned_sgd_cov, sgd_cov, sgfs_cov
@@ -128,6 +128,17 @@ def check_stability(lr, A, H=None, what: str = "the rate") -> float:
             stacklevel=3,
         )
     return ratio
+
+
+def _finite(name: str, value, what: str):
+    """``value`` computed with overflow allowed, refused by ``name`` where it left the floats."""
+    finite_values(name, value, what=what)
+    return value
+
+
+def _smaller(**values: float) -> str:
+    """The name of the smallest of some positive values (the one a quotient overflows through)."""
+    return min(values, key=values.get)
 
 
 def kl_to_posterior(Sigma, A, n_data) -> float:
@@ -311,15 +322,18 @@ def sgfs_optimal_preconditioner(C, E, lr, n_data, kind: str = "full", A=None) ->
     e = finite_array("E", E, c.shape)
     eps, n = positive_float("lr", lr), float(count("n_data", n_data))
     a = None if A is None else _spd("A", A, c.shape[0])
-    total = c + e @ e.T
-    if kind == "full":
-        h = 2.0 / (eps * n) * np.linalg.inv(total)
-    elif kind == "diagonal":
-        h = np.diag(2.0 / (eps * n) / np.diag(total))
-    elif kind == "scalar":
-        h = 2.0 * c.shape[0] / (eps * n * float(np.trace(total))) * np.eye(c.shape[0])
-    else:
+    if kind not in ("full", "diagonal", "scalar"):
         raise ParameterError("kind", f"kind must be 'full', 'diagonal' or 'scalar', got {kind!r}")
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # refused below, by name
+        total = _finite("E", c + e @ e.T, "C + E E^T")
+        g = _finite("lr", np.float64(2.0) / eps / n, "2 / (lr n_data)")
+        if kind == "full":
+            h = g * np.linalg.inv(total)
+        elif kind == "diagonal":
+            h = np.diag(g / np.diag(total))
+        else:
+            h = c.shape[0] * g / float(np.trace(total)) * np.eye(c.shape[0])
+    _finite("lr", h, "the preconditioner (it grows as 2 / (lr n_data))")
     if a is not None:
         check_stability(eps, a, h, what=f"SGFS's {kind} preconditioner")
     return h
@@ -332,7 +346,9 @@ def sgfs_stability_noise(C, lr, n_data, h_max) -> np.ndarray:
     """
     c = _spd("C", C)
     eps, n, h = positive_float("lr", lr), float(count("n_data", n_data)), positive_float("h_max", h_max)
-    need = 2.0 / (eps * n * h) - np.diag(c)
+    with np.errstate(over="ignore", divide="ignore"):  # refused just below, by name
+        need = np.float64(2.0) / eps / n / h - np.diag(c)
+    _finite(_smaller(lr=eps, h_max=h), need, "2 / (lr n_data h_max)")
     if np.any(need < 0):
         raise ParameterError("h_max", f"h_max {h:.4g} is below 2 / (lr n_data C_kk) for some k: no noise caps H* there")
     return np.diag(need)
@@ -347,7 +363,9 @@ def sgfs_kl(A, C, H, injected_cov, lr, n_data) -> float:
     a = _spd("A", A)
     m = _spd("injected_cov", injected_cov, a.shape[0], allow_singular=True)
     e = _psd_factor(m)
-    return kl_to_posterior(sgfs_cov(a, C, H, e, lr), a, n_data)
+    sigma = sgfs_cov(a, C, H, e, lr)
+    with renamed(Sigma="lr", S0="lr"):  # a tiny lr makes SGFS's covariance vanish to the floats
+        return kl_to_posterior(sigma, a, n_data)
 
 
 def _psd_factor(m: np.ndarray) -> np.ndarray:
@@ -398,15 +416,26 @@ def sgfs_optimal_pair(C, lr, n_data, h_max=None) -> tuple[np.ndarray, np.ndarray
     H, injected_cov : ndarray, shape (D, D)
     """
     eps, n = positive_float("lr", lr), float(count("n_data", n_data))
+    with np.errstate(over="ignore", divide="ignore"):
+        g = np.float64(2.0) / eps / n  # 2 / (epsilon N), inf when lr is below 2 / n_data / 1.8e308
     if h_max is None:
         c = _spd("C", C)
-        return 2.0 / (eps * n) * np.linalg.inv(c), np.zeros_like(c)
+        with np.errstate(over="ignore", invalid="ignore"):  # refused just below, by name
+            h = g * np.linalg.inv(c)
+        return _finite("lr", h, "the preconditioner 2 / (lr n_data) C^-1"), np.zeros_like(c)
     c = _spd("C", C, allow_singular=True)
-    tau = 2.0 / (eps * n * positive_float("h_max", h_max))
-    m = _positive_part(tau * np.eye(c.shape[0]) - c)
-    lam, u = np.linalg.eigh(c + m)
-    h = (u / lam) @ u.T * (2.0 / (eps * n))
-    return 0.5 * (h + h.T), m
+    cap = positive_float("h_max", h_max)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # refused just below, by name
+        tau = g / cap
+        # in C's eigenbasis: M = (tau - c_k)_+ and H = min(2 / (epsilon N c_k), h_max), the same as
+        # (2 / (epsilon N)) (C + M)^-1 without forming 2 / (epsilon N) times a small inverse
+        lam, u = np.linalg.eigh(c)
+        lam = np.clip(lam, 0.0, None)
+        h_eig = np.where(lam > 0, np.minimum(g / np.where(lam > 0, lam, 1.0), cap), cap)
+        m = (u * np.maximum(tau - lam, 0.0)) @ u.T
+    _finite(_smaller(lr=eps, h_max=cap), m, "the injected noise 2 / (lr n_data h_max) - C")
+    h = (u * h_eig) @ u.T
+    return 0.5 * (h + h.T), 0.5 * (m + m.T)
 
 
 @dataclass(frozen=True)

@@ -208,7 +208,10 @@ def sgfs_cov(A, C, H, E, lr) -> np.ndarray:
     h = _spd("H", H, d)
     e = finite_array("E", E, (d, d))
     eps = positive_float("lr", lr)
-    return lyapunov(h @ a, eps * h @ (c + e @ e.T) @ h)
+    with np.errstate(over="ignore", invalid="ignore"):  # refused just below, by name
+        q = eps * h @ (c + e @ e.T) @ h
+    finite_values("E", q, what="the noise covariance lr H (C + E E^T) H", hint=" (E E^T beyond the floats)")
+    return lyapunov(h @ a, q)
 
 
 def autocovariance(A, Sigma, lag) -> np.ndarray:
