@@ -556,7 +556,6 @@ DOCUMENTED_INFINITE = {
 # Found by this fuzz and not fixed yet (a fix makes the entry XPASS: then remove it)
 KNOWN = {
     "gradient_noise.gradient_noise_shape": "measured_skewness = nan (zero spread of the projections)",
-    "iasg.accuracy_constant": "the root solver fails at tolerance = 5e-324",
     "iasg.feasibility": "the root solver fails at tolerance = 5e-324",
     "momentum.momentum_autocorrelation_times": "exact=False at lr = 5e-324 names 'M' (lyapunov's argument), not lr",
     "nonconvex.mixture_potential_1d": "overflow at variance = 1e-320",
@@ -912,3 +911,14 @@ def test_sgfs_functions_at_extreme_rates():
     np.testing.assert_allclose(np.diag(h), [1.0, 2.0 / 3.0], rtol=1e-15)
     np.testing.assert_allclose(np.diag(m), [1.0, 0.0], rtol=1e-15, atol=1e-15)
     np.testing.assert_allclose(h, 2.0 * np.linalg.inv(c + m), rtol=1e-14)
+
+
+def test_accuracy_constant_at_the_ends_of_its_range():
+    # the root solver failed at both ends: 2 / tol overflowed (tol = 5e-324) or the root lay below its bracket
+    _named(lambda: iasg.accuracy_constant(5e-324), "tolerance")
+    assert iasg.accuracy_constant(1e-300) == pytest.approx(1e300, rel=1e-15)  # |e(c)| = 1 / c beyond c = 1e20
+    d = 2.0**-40
+    assert iasg.accuracy_constant(1.0 - d) == pytest.approx(2 * d * (1 + 2 * d / 3), rel=1e-15)
+    assert iasg.accuracy_constant(1.0 - 2.0**-53) == pytest.approx(2.0**-52, rel=1e-15)
+    c = iasg.accuracy_constant(0.5)
+    assert -math.expm1(-c) / c == pytest.approx(0.5, rel=1e-14)

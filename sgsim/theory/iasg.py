@@ -106,8 +106,17 @@ def accuracy_constant(tolerance) -> float:
     for a small tolerance ``c ~ 1 / tolerance``.
     """
     tol = real("tolerance", tolerance, 0.0, 1.0, low_open=True, high_open=True)
+    if tol < 1e-20:  # c > 1e20: e^{-c} is far below the rounding of 1, so |e(c)| = 1 / c exactly
+        if tol < 1.0 / np.finfo(float).max:
+            msg = f"tolerance must be >= 5.6e-309 (c = 1 / tolerance is a float), got {tol}"
+            raise ParameterError("tolerance", msg)
+        return 1.0 / tol
+    d = 1.0 - tol  # exact for tol > 1/2
+    if d < 1e-8:  # |e(c)| = 1 - c/2 + c^2/6 - ...: c = 2 d (1 + 2 d / 3) + O(d^3), flat to the root solver
+        return 2.0 * d * (1.0 + 2.0 * d / 3.0)
     hi = 2.0 / tol  # |e(2 / tol)| < tol / 2
-    return float(brentq(lambda c: -np.expm1(-c) / c - tol, 1e-12, hi, xtol=1e-14, rtol=1e-15))
+    lo = min(1e-12, d)  # |e(c)| > 1 - c / 2: at c = 1 - tol above the tolerance (tol near 1)
+    return float(brentq(lambda c: -np.expm1(-c) / c - tol, lo, hi, xtol=min(1e-14, 1e-3 * lo), rtol=1e-15))
 
 
 @dataclass(frozen=True)
