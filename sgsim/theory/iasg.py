@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import brentq
 
-from .._validate import ParameterError, count, finite_array, positive_float, real
+from .._validate import ParameterError, count, finite_array, finite_values, positive_float, real
 from .exact_law import _spd
 
 __all__ = [
@@ -187,8 +187,11 @@ def feasibility(A, n_data, batch_size, lr=None, tolerance=0.1) -> Feasibility:
     lam = np.linalg.eigvalsh(a)
     lo, hi = float(lam[0]), float(lam[-1])
     c = accuracy_constant(tol)
-    min_lr, max_lr = c * s / (n * lo), 2.0 / hi
-    margin = (n / s) / (0.5 * c * hi / lo)
+    with np.errstate(over="ignore"):  # refused just below, by name
+        min_lr, max_lr = c * (s / n) / lo, 2.0 / hi
+        margin = (n / s) / (0.5 * c * hi / lo)
+    culprit = "tolerance" if c > 1e20 else "A"  # c = 1 / tolerance there, else lambda_min(A) is the small one
+    finite_values(culprit, min_lr, max_lr, margin, what="the rate bounds c S / (N lambda_min)", hint=f" (c = {c:g})")
     eps = err = accurate = stable = None
     if lr is not None:
         eps = positive_float("lr", lr)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg, special
 
-from .._validate import ParameterError, finite_array, integer, positive_float, real
+from .._validate import ParameterError, finite_array, finite_values, integer, positive_float, real
 from .convergence import TheoremConstants, assumption_constants, kappa0_gaussian, step_limit
 
 __all__ = [
@@ -238,10 +238,13 @@ def mixture_potential_1d(x, centres, variance: float) -> tuple[np.ndarray, np.nd
     if a.ndim != 1 or a.size == 0:
         raise ParameterError("centres", f"centres must be a non-empty vector, got shape {a.shape}")
     s = positive_float("variance", variance)
-    expo = -((y[..., None] - a) ** 2) / (2.0 * s)
-    lse = special.logsumexp(expo, axis=-1)
-    r = np.exp(expo - lse[..., None])
-    return -lse + math.log(a.size), (y - r @ a) / s
+    with np.errstate(over="ignore", invalid="ignore"):  # a tiny variance: refused just below, by name
+        expo = -((y[..., None] - a) ** 2) / (2.0 * s)
+        lse = special.logsumexp(expo, axis=-1)
+        r = np.exp(expo - lse[..., None])
+        u, grad = -lse + math.log(a.size), (y - r @ a) / s
+    finite_values("variance", u, grad, what="U and U' (they grow as 1 / variance)", hint=f" (variance = {s:g})")
+    return u, grad
 
 
 @dataclass(frozen=True)
