@@ -556,7 +556,6 @@ DOCUMENTED_INFINITE = {
 # Found by this fuzz and not fixed yet (a fix makes the entry XPASS: then remove it)
 KNOWN = {
     "gradient_noise.gradient_noise_shape": "measured_skewness = nan (zero spread of the projections)",
-    "momentum.momentum_autocorrelation_times": "exact=False at lr = 5e-324 names 'M' (lyapunov's argument), not lr",
 }
 
 
@@ -930,3 +929,12 @@ def test_feasibility_and_mixture_potential_at_extreme_inputs():
     _named(lambda: nonconvex.mixture_potential_1d(np.linspace(-3, 3, 31), [-1.0, 1.0], 5e-324), "variance")  # overflow
     u, g = nonconvex.mixture_potential_1d([0.0], [-1.0, 1.0], 1e300)  # a wide variance: flat
     assert u[0] == pytest.approx(0.0, abs=1e-15) and g[0] == 0.0
+
+
+def test_momentum_autocorrelation_times_name_lr_and_momentum():
+    a, c = np.diag([1e-3, 1e3]), np.diag([1e-3, 1e3])
+    # lyapunov's 'M' was named at a tiny lr; a tiny momentum passed scipy's RuntimeWarning
+    _named(lambda: momentum.momentum_autocorrelation_times(a, np.diag([1.0, 3.0]), 1e-300, 1, 2**62, exact=False), "lr")
+    _named(lambda: momentum.momentum_autocorrelation_times(a, c, 1, 1e-320, 29, exact=False), "momentum")
+    t = momentum.momentum_autocorrelation_times(np.eye(2), np.eye(2), 0.1, 0.5, 1, exact=False)
+    assert np.all(np.isfinite(t.theta)) and t.exponential > 0

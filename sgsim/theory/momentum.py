@@ -27,6 +27,7 @@ given Gaussian noise, so every quantity here is a closed form.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -182,7 +183,16 @@ def momentum_autocorrelation_times(A, C, lr, momentum, batch_size, exact: bool =
         base = 1.0
     else:
         m, q = momentum_ou(A, C, lr, momentum, batch_size)
-        p = lyapunov(m, q)
+        with renamed(M="lr", Q="C"), warnings.catch_warnings():  # M = [[0, -I], [lr A, mu I]]
+            # a tiny lr leaves M unstable to the floats; a tiny momentum puts eigenvalue pairs on the
+            # imaginary axis (scipy perturbs the equation and warns): the variance is beyond the floats
+            warnings.simplefilter("error", RuntimeWarning)
+            try:
+                p = lyapunov(m, q)
+            except RuntimeWarning:
+                raise ParameterError(
+                    "momentum", f"momentum {float(momentum):g} is too small: the OU variance (~ 1 / momentum) is lost"
+                ) from None
         theta = 2.0 * np.diag(np.linalg.solve(m, p))[:d] / np.diag(p)[:d]
         kron_sum = np.linalg.inv(np.kron(m, eye) + np.kron(eye, m))
         exponential = 1.0 / float(np.min(np.linalg.eigvals(m).real))
