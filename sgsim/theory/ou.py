@@ -34,7 +34,7 @@ import math
 import numbers
 
 import numpy as np
-from scipy.linalg import expm, solve_continuous_lyapunov
+from scipy.linalg import solve_continuous_lyapunov
 
 from .._validate import ParameterError, boolean, count, finite_array, finite_values, positive_float, renamed
 from .exact_law import _spd, _square, stationary_covariance
@@ -221,7 +221,10 @@ def autocovariance(A, Sigma, lag) -> np.ndarray:
     t = float(lag) if isinstance(lag, numbers.Real) and not isinstance(lag, bool) else math.nan
     if not (math.isfinite(t) and t >= 0):
         raise ParameterError("lag", f"lag must be a finite time >= 0, got {lag!r}")
-    return expm(-a * t) @ sig
+    lam, u = _eig(a)
+    with np.errstate(over="ignore"):  # lag lambda beyond the floats: e^{-inf} = 0, the limit
+        decay = np.exp(-(t * lam))
+    return (u * decay) @ u.T @ sig  # e^{-A lag} in A's eigenbasis (A is symmetric)
 
 
 def window_mean_cov(A, Sigma, tau) -> np.ndarray:
