@@ -298,7 +298,7 @@ FUNCTIONS: dict[str, tuple[Callable, dict]] = {
                                          temperature=real(0, math.inf))),
     "polynomial_decay": (schedules.polynomial_decay, dict(a=real(0, 10, low_open=True), gamma=real(0, 1),
                                                          n_steps=integer(1), b=real(0, math.inf), hold=integer(0),
-                                                         temperature=real(0))),
+                                                         temperature=real(0, math.inf))),
     "cyclical": (schedules.cyclical, dict(step_size=real(0, 1, low_open=True), n_steps=integer(1, 60, huge=False),
                                          n_cycles=integer(1, 5, huge=False), explore_fraction=real(0, 1, high_open=True),
                                          temperature=real(0, 10), skip_per_cycle=integer(0, 5))),
@@ -434,7 +434,7 @@ FUNCTIONS: dict[str, tuple[Callable, dict]] = {
                                         batch_size=integer(1))),
     "iasg.accuracy_constant": (iasg.accuracy_constant, dict(tolerance=real(0, 1, low_open=True))),
     "iasg.feasibility": (iasg.feasibility, dict(A=matrix(), n_data=integer(1), batch_size=integer(1),
-                                                lr=real(0, 1, low_open=True, optional=True),
+                                                lr=real(0, math.inf, low_open=True, optional=True),
                                                 tolerance=real(0, 1, low_open=True))),
     "iasg.posterior_samples_per_gradient": (iasg.posterior_samples_per_gradient, dict(
         A=matrix(), C=matrix(), n_data=integer(1))),
@@ -521,7 +521,7 @@ FUNCTIONS: dict[str, tuple[Callable, dict]] = {
     "fokker_planck.sgld_generator": (fokker_planck.sgld_generator, dict(g=fixed(GRID), grad_u=fixed(_grad_u_quadratic),
                                                                         temperature=real(0, math.inf))),
     "fokker_planck.svgd_two_particle_fixed_point": (fokker_planck.svgd_two_particle_fixed_point, dict(
-        variance=real(0, 100, low_open=True), bandwidth=real(0, 100, low_open=True))),
+        variance=real(0, math.inf, low_open=True), bandwidth=real(0, math.inf, low_open=True))),
     "fokker_planck.svgd_fixed_point": (fokker_planck.svgd_fixed_point, dict(
         n_particles=integer(2, 6), variance=real(0, 100, low_open=True, extreme=False),
         bandwidth=mostly(ok(st.one_of(st.just("median"), st.floats(0.1, 10))), bad(st.sampled_from(["mean", True, -1.0, math.nan]))))),
