@@ -188,7 +188,7 @@ def minibatch_sgld_moments(
         if snapshot_every is None:
             raise ParameterError("snapshot_every", "the SVRG estimate needs snapshot_every (m >= 1)")
         every = integer("snapshot_every", snapshot_every, low=1)
-    seq, k_steps = _sequences({"step_size": step_size, "temperature": temperature}, n_steps)
+    seq, k_steps = _sequences({"step_size": step_size, "temperature": temperature}, n_steps, d)
     alpha, temp = seq["step_size"], seq["temperature"]
     if alpha.ndim != 1 or temp.ndim != 1:
         raise ParameterError("step_size", "step_size and temperature must be numbers or 1-D sequences")
