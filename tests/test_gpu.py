@@ -218,8 +218,9 @@ def test_the_kernel_equals_the_cpu_kernels_given_the_same_normals(case):
 
 
 def test_a_diverging_chain_stops_at_the_cpu_kernels_step():
-    # SGLD with a step far beyond stability on the rotated-noise oracle: chains leave the bound
-    options = dict(step_size=1.2)
+    # SGLD with a step far beyond stability on the rotated-noise oracle (its limit is 0.906): the
+    # chains leave the bound; run on purpose past the refusal
+    options = dict(step_size=1.2, step_check="ignore")
     run, _ = prepare(LINEAR, "sgld", 200, divergence_bound=50.0, **options)
     source, lib = _lib(run)
     with pytest.warns(RuntimeWarning, match="diverged"):
