@@ -176,7 +176,7 @@ def _after_fork_in_child() -> None:
     elif getattr(_forking, "timed_out", False):
         from numba.core import compiler_lock
 
-        compiler_lock.global_compiler_lock._lock = _ForkedCompilerLock()
+        compiler_lock.global_compiler_lock._lock = _ForkedCompilerLock()  # type: ignore[assignment]
 
 
 os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)

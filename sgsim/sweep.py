@@ -800,7 +800,7 @@ class _Dask:
 
     def submit(self, cell: Cell) -> None:
         fut = self.client.submit(run_cell, cell, key=f"sgsim-cell-{cell.key}", pure=False)
-        self.cells[fut.key] = cell
+        self.cells[str(fut.key)] = cell
         self.queue.add(fut)
 
     def results(self, timeout: float | None):
@@ -813,7 +813,7 @@ class _Dask:
             batch = self.queue.next_batch(block=False)
         out = []
         for fut in batch:
-            cell = self.cells.pop(fut.key)
+            cell = self.cells.pop(str(fut.key))
             if fut.status == "error":
                 out.append((cell, None, fut.exception()))
             else:
@@ -913,7 +913,7 @@ def run_sweep(
     # tqdm.auto warns in a notebook without ipywidgets even when the bar is disabled
     tqdm = importlib.import_module("tqdm.auto" if progress else "tqdm").tqdm
     bar = tqdm(total=len(unique), initial=report.n_found, desc="cells", unit="cell", disable=not progress)
-    backend = None
+    backend: _Serial | _Pool | _Dask | None = None
     try:
         if pending:
             if executor == "serial":
@@ -921,8 +921,9 @@ def run_sweep(
             elif executor == "processes":
                 backend = _Pool(workers)
             else:
-                backend = _Dask(workers, scheduler)
-                report.dashboard = backend.dashboard
+                dask = _Dask(workers, scheduler)
+                report.dashboard = dask.dashboard
+                backend = dask
             _drive(pending, store, backend, report, failures, bar)
     except KeyboardInterrupt:
         if backend is not None:

@@ -195,7 +195,7 @@ def feasibility(A, n_data, batch_size, lr=None, tolerance=0.1) -> Feasibility:
     eps = err = accurate = stable = None
     if lr is not None:
         eps = positive_float("lr", lr)
-        err = float(_errors(eps * n * lo / s))
+        err = float(_errors(np.asarray(eps * n * lo / s)))
         accurate, stable = eps > min_lr, eps < max_lr
     return Feasibility(lo, hi, n, s, tol, c, min_lr, max_lr, bool(margin > 1), margin, eps, err, accurate, stable, n)
 

@@ -138,7 +138,7 @@ def _finite(name: str, value, what: str):
 
 def _smaller(**values: float) -> str:
     """The name of the smallest of some positive values (the one a quotient overflows through)."""
-    return min(values, key=values.get)
+    return min(values, key=lambda name: values[name])
 
 
 def kl_to_posterior(Sigma, A, n_data) -> float:
