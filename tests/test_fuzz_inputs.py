@@ -708,6 +708,8 @@ def test_regression_data_must_be_numbers_with_columns():
     _named(lambda: targets.logistic_regression(X, ["0", "1", "1"]), "y")  # numeric strings were read
     _named(lambda: targets.softmax_regression(np.zeros((3, 0)), [0, 1, 2]), "X")  # a design with no columns
     _named(lambda: targets.linear_regression(np.zeros((3, 0)), [0.0, 1.0, 2.0]), "X")
+    _named(lambda: minibatch_law.linear_regression_examples(np.zeros((3, 0)), [0.0, 1.0, 2.0], 1.0), "X")
+    assert minibatch_law.linear_regression_examples(X, [0.0, 1.0, 2.0], 2.0)[0].shape == (3, 2, 2)
     _named(lambda: targets.softmax_regression(X, [0, 1, 1], n_classes=2**31), "n_classes")  # before allocating
     assert targets.logistic_regression(X, [False, True, True]).dim == 3  # boolean labels are labels
     assert targets.softmax_regression(X, [0, 1, 2]).dim == 9

@@ -78,8 +78,8 @@ def linear_regression_examples(X, y, noise_precision: float) -> tuple[np.ndarray
     Returns arrays of shape ``(N, d, d)`` and ``(N, d)``.
     """
     X = finite_array("X", X)
-    if X.ndim != 2:
-        raise ParameterError("X", f"X must have shape (N, d), got {X.shape}")
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ParameterError("X", f"X must have shape (N, d) with N, d >= 1, got {X.shape}")
     y = finite_array("y", y, (X.shape[0],))
     tau = float(finite_array("noise_precision", noise_precision))
     if not tau > 0:
