@@ -161,7 +161,7 @@ class Run:
         ``"pcg64"`` (``sgsim.rng``); see ``stream_scheme`` in this module.
     step_ratio : float or None
         The schedule's largest step over the method's stability limit on this target
-        (:attr:`sgsim.algorithms.Algorithm.step_limit`); None where no limit is known.
+        (the record's ``step_limit``); None where no limit is known.
     """
 
     target: _targets.Target
@@ -404,7 +404,7 @@ def _steps_beyond(schedule: Schedule, limit: float) -> tuple[int, bool]:
 
 
 def _check_step_limit(method: str, schedule: Schedule, largest: float, limit: tuple, step_check: str) -> None:
-    """The policy of :attr:`sgsim.algorithms.Algorithm.step_limit` (see ``sample``'s ``step_check``).
+    """The policy of the records' ``step_limit`` (see ``sample``'s ``step_check``).
 
     Every step at or beyond the limit (a constant step): refused, a ParameterError naming
     ``step_size``, or a warning under ``step_check="warn"``. At least half of the steps: a

@@ -128,11 +128,11 @@ class Algorithm:
     step_limit : callable, optional
         ``step_limit(target, options) -> (limit, rule) or None``: the step size from which the
         recursion is unstable on this target (read from
-        :meth:`~sgsim.targets.Target.curvature_bound`; :func:`curvature_limit`), with the rule in
+        :meth:`~sgsim.targets.Target.curvature_bound`; :func:`~sgsim.algorithms.curvature_limit`), with the rule in
         words; None where no limit is known. The run driver checks the schedule against it
         before any work: a run whose every step is beyond it is refused (a ParameterError naming
         ``step_size``), one whose steps cross it on at least half of the steps warns
-        (:class:`StepSizeWarning`), one that crosses it on fewer steps (a cyclical schedule's
+        (:class:`~sgsim.algorithms.StepSizeWarning`), one that crosses it on fewer steps (a cyclical schedule's
         first steps of each cycle) runs, watched by the divergence check; ``step_check`` of
         :func:`sgsim.sample` overrides this.
     report : callable, optional
