@@ -60,10 +60,13 @@ def run_sgsim(method: str, n_chains: int, n_steps: int, stream: str, seed: int =
     """(wall s, loop s, final states) of one ``sgsim.sample`` call."""
     sched = sgsim.schedules.Schedule(step_sizes(n_steps), np.ones(n_steps))
     kw = {"friction": FRICTION} if method == "sghmc" else {}
+    # the hand-tuned kernels' workload as they run it: their cyclical schedule, whose 3-step warm-up
+    # lies wholly beyond SGLD's limit, and no bound (SGHMC's chains make excursions to |theta| ~ 61
+    # on it, past the 25-Gaussian mixture's bound of 60, which the kernels do not watch)
     t = time.perf_counter()
     r = sgsim.sample(
         "mixture_25", method, schedule=sched, n_chains=n_chains, init=np.zeros(2), seed=seed, storage="final",
-        stream=stream, **kw,
+        stream=stream, step_check="ignore", divergence_bound=None, **kw,
     )  # fmt: skip
     wall = time.perf_counter() - t
     return wall, float(r.attrs["sampling_time_s"]), np.asarray(r.posterior["theta"].values[:, -1])
