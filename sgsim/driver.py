@@ -335,7 +335,7 @@ def _prepare(
         except ParameterError as exc:
             if step_check == "raise":
                 raise
-            warnings.warn(str(exc), StepSizeWarning, stacklevel=3)
+            warnings.warn(str(exc), StepSizeWarning, stacklevel=_user_stacklevel())
     limit = alg.step_limit(known, opts) if alg.step_limit is not None else None
     if limit is not None:
         step_ratio = largest / limit[0]
@@ -425,23 +425,28 @@ def _check_step_limit(method: str, schedule: Schedule, largest: float, limit: tu
             f"worst case, e.g. a logistic regression's Hessian at 0, the chains may still be stable where they run). "
             f"Take a step below {value:.6g}, or pass step_check='warn' (or 'ignore') to run it anyway",
         )
-    if beyond >= n or 2 * beyond >= n:
-        # the warning points at the caller's line (its sgsim.sample, prepare or replay): the first
-        # frame outside the package, however many of sgsim's own calls lie between
-        package = os.path.dirname(os.path.abspath(__file__)) + os.sep
-        frame, level = inspect.currentframe(), 1
-        while (
-            frame is not None
-            and frame.f_back is not None
-            and os.path.abspath(frame.f_code.co_filename).startswith(package)
-        ):
-            frame, level = frame.f_back, level + 1
+    if 2 * beyond >= n:
         warnings.warn(
             f"{what}: the chains leave the target's stiffest region on those steps, and the divergence check "
             "watches them (step_check='ignore' silences this)",
             StepSizeWarning,
-            stacklevel=level,
+            stacklevel=_user_stacklevel(),
         )
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` at which a warning issued by the caller points at the user's line.
+
+    That is the first frame outside the package (the user's sgsim.sample, prepare or replay),
+    however many of sgsim's own calls lie between.
+    """
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = inspect.currentframe(), 0  # this frame; the caller's is level 1
+    while (
+        frame is not None and frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(package)
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _count_kept(schedule: Schedule, burn_in: int, thin: int) -> int:

@@ -48,3 +48,15 @@ def test_the_command_takes_step_check(tmp_path, capsys):
     # run anyway: the divergence check stays on and stops the chain (status 1)
     assert main([*argv, "--step-check", "ignore"]) == 1
     assert "diverged" in capsys.readouterr().err
+
+
+def test_the_constant_sgd_refusal_turned_warning_names_the_callers_line():
+    # constant SGD's own limit, 2 / lambda_max(H A) = 1.75 on this quadratic (N = 100): 50 is beyond it
+    # (a warning under step_check="warn", at this file's line), 0.5 is within it (the control)
+    t = sgsim.targets.ou_quadratic([[1.0, 0.3], [0.3, 0.5]], [[1.5, -0.4], [-0.4, 0.8]], batch_size=4, n_data=100)
+    kw = dict(step_size=50.0, step_check="warn")
+    for call in (lambda: prepare(t, "sgd", 20, **kw), lambda: sgsim.sample(t, "sgd", 20, divergence_bound=None, **kw)):
+        seen = _warned(call)
+        assert len(seen) == 1 and "1.7536" in str(seen[0].message)
+        assert seen[0].filename == __file__, seen[0].filename
+    assert not _warned(lambda: prepare(t, "sgd", 20, step_size=0.5, step_check="warn"))
