@@ -329,13 +329,6 @@ def _prepare(
         # learning rate and the minibatch noise) gets NOT_TARGET_FACTOR times the target's bound
         divergence_bound = known.divergence_bound(hottest) * (1.0 if alg.asymptotically_exact else _NOT_TARGET_FACTOR)
     step_ratio = None
-    if alg.stability is not None and step_check != "ignore":
-        try:
-            alg.stability(largest, target, opts)
-        except ParameterError as exc:
-            if step_check == "raise":
-                raise
-            warnings.warn(str(exc), StepSizeWarning, stacklevel=_user_stacklevel())
     limit = alg.step_limit(known, opts) if alg.step_limit is not None else None
     if limit is not None:
         step_ratio = largest / limit[0]

@@ -12,6 +12,7 @@ import sgsim
 from sgsim import targets
 from sgsim.algorithms import StepSizeWarning
 from sgsim.integrators import METHODS
+from sgsim.sampling import prepare
 from sgsim.targets.control_variates import hessian
 from sgsim.testing import _case
 
@@ -67,6 +68,43 @@ def test_the_compiled_step_contracts_below_its_limit_and_expands_beyond(method):
     assert np.max(np.abs(below[:, -10:])) < 1e-3
     beyond = sgsim.sample(t, method, 2000, step_size=1.01 * limit, **kw).posterior["theta"].values
     assert np.max(np.abs(beyond[:, -10:])) > 1e3
+
+
+def test_constant_sgd_and_the_splittings_read_their_limits_from_the_one_hook():
+    # every record states its limit through step_limit: exact on a Gaussian of known precision,
+    # from the curvature bound elsewhere (a logistic regression, whose Hessian at 0 is the bound)
+    gauss = targets.linear_gaussian([[3.0, 0.5], [0.5, 1.0]])
+    lam = float(np.linalg.eigvalsh(gauss.extras["precision"])[-1])
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 2))
+    logistic = targets.logistic_regression(x, (x[:, 0] > 0).astype(float), batch_size=20, intercept=False)
+    bound = logistic.curvature_bound()
+    for target, l_max, n in ((gauss, lam, 1.0), (logistic, bound, 200.0)):
+        cases = {
+            "sgd": 2.0 * n / l_max,
+            "iasg": 2.0 * n / l_max,
+            "momentum_sgd": 2.0 * (2.0 - 0.1) * n / l_max,
+            "sgld_wt": 4.0 / l_max,
+            "baoab": 4.0 / l_max,
+            "obabo": 4.0 / l_max,
+        }
+        for name, limit in cases.items():
+            opts = {"preconditioner": None, "n_data": n, "damping": 0.1, "friction": 1.0}
+            got, rule = METHODS[name].algorithm.step_limit(target, opts)
+            assert got == pytest.approx(limit, rel=1e-12), name
+    # a preconditioner scales the bound by lambda_max(H) where only a bound is known; on a
+    # Gaussian the limit is 2 N / lambda_max(H A), exactly
+    h = np.diag([2.0, 0.5])
+    got, _ = METHODS["sgd"].algorithm.step_limit(logistic, {"preconditioner": h, "n_data": 200.0})
+    assert got == pytest.approx(2.0 * 200.0 / (2.0 * bound), rel=1e-12)
+    got, _ = METHODS["sgd"].algorithm.step_limit(gauss, {"preconditioner": h, "n_data": 1.0})
+    assert got == pytest.approx(2.0 / np.max(np.linalg.eigvals(h @ gauss.extras["precision"]).real), rel=1e-12)
+    # and the driver refuses a constant rate beyond it before any work, accepts one just inside
+    limit = 2.0 * 200.0 / bound
+    with pytest.raises(ValueError, match="sgd's stability limit") as info:
+        prepare(logistic, "sgd", 50, step_size=1.001 * limit)
+    assert info.value.parameter == "step_size"
+    prepare(logistic, "sgd", 50, step_size=0.999 * limit)
 
 
 # ----------------------------------------------------------------------------- curvature bounds

@@ -121,10 +121,6 @@ class Algorithm:
     serial_blas : bool
         The step calls LAPACK (through numba): BLAS is held to one thread during the run, since
         a threaded factorisation's bits depend on how many threads BLAS has.
-    stability : callable, optional
-        ``stability(largest_step, target, options)``: raises a ParameterError naming
-        ``step_size`` when the largest step of the schedule is beyond the stability limit of
-        the recursion on this target (where it is known); called before any work.
     step_limit : callable, optional
         ``step_limit(target, options) -> (limit, rule) or None``: the step size from which the
         recursion is unstable on this target (read from
@@ -184,7 +180,6 @@ class Algorithm:
         default=lambda n_particles, options: (n_particles, n_particles)
     )
     serial_blas: bool = False
-    stability: Callable[[float, Any, dict], None] | None = None
     step_limit: Callable[[Any, dict], tuple[float, str] | None] | None = None
     report: Callable[[dict], str | None] | None = None
     oracle: Callable[..., np.ndarray] | None = None
@@ -562,15 +557,6 @@ def unknown_options(method: Method, given) -> None:
 def known_precision(target) -> np.ndarray | None:
     """The Hessian of ``U`` where the target is Gaussian and says so (``extras["precision"]``), else None."""
     return target.extras.get("precision") if target.extras else None
-
-
-def refuse_step(largest: float, limit: float, what: str) -> None:
-    """Raise a ParameterError naming ``step_size`` when ``largest >= limit`` (a stability limit, said in ``what``)."""
-    if largest >= limit:
-        raise ParameterError(
-            "step_size",
-            f"step_size {largest:.6g} is beyond the stability limit {limit:.6g} ({what}): the iterates would diverge",
-        )
 
 
 class StepSizeWarning(UserWarning):

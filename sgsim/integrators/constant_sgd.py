@@ -46,12 +46,15 @@ quadratic's ``V = N^2 C / S``) each step adds the noise the gradient would carry
 ``(epsilon / N)^2 V`` on the velocity (``momentum_sgd``), ``(epsilon / 2)^2 V`` beside the
 injected ``epsilon T I`` (``sgld_wt``).
 
-Stability. On a Gaussian target of known precision (``ou_quadratic``, ``linear_gaussian``)
-a rate beyond the stability limit of the recursion (``epsilon lambda_max(H A) < 2`` for SGD,
-SGFS and IASG; ``< 2 (2 - mu)`` for momentum; ``epsilon lambda_max(P) < 4`` on ``P`` the
-precision of ``U``, for ``sgld_wt``) makes its iterates diverge with probability one: it is
-refused with a ``ParameterError`` naming ``step_size`` before any work.
-On other targets a diverging chain is reported by the divergence check.
+Stability. A rate beyond the stability limit of the recursion (``epsilon lambda_max(H A) / N < 2``
+for SGD, SGFS and IASG; ``< 2 (2 - mu)`` for momentum; ``epsilon lambda_max(A) < 4`` for
+``sgld_wt``, ``A`` the Hessian of ``U``) makes its iterates diverge wherever ``U``'s curvature
+reaches ``lambda_max``. ``lambda_max`` is exact on a Gaussian target of known precision
+(``ou_quadratic``, ``linear_gaussian``, ``linear_regression``) and the target's curvature bound
+elsewhere (times ``lambda_max(H)`` under a preconditioner). A constant rate beyond it is refused
+with a ``ParameterError`` naming ``step_size`` before any work, through the record's
+``step_limit`` and the driver's one policy for every sampler (``sample``'s ``step_check``).
+A diverging chain is also reported by the divergence check.
 
 The exact discrete-time stationary covariances and laws of these recursions are in
 :mod:`sgsim.theory.ou` and :mod:`sgsim.theory` (same units); the tests check every
@@ -77,8 +80,8 @@ from ._base import (
     Option,
     check_unit_interval,
     constant_schedule,
+    curvature_limit,
     known_precision,
-    refuse_step,
 )
 from ._loop import stay
 
@@ -372,29 +375,51 @@ def _sgld_wt_noise(block, target, options):
     return Noise((block.step_size * block.temperature, (0.5 * block.step_size) ** 2), (eye, v))
 
 
-def _stability_sgd(largest: float, target, options) -> None:
+def _largest_curvature(target, h: np.ndarray | None) -> tuple[float, str] | None:
+    """``lambda_max(H A)`` with ``A`` U's Hessian, and how it was found; None where nothing bounds it.
+
+    Exactly where the target is Gaussian and says so (its precision); else ``lambda_max(H) L``
+    with ``L`` the target's curvature bound, a bound since ``H A`` is similar to
+    ``H^(1/2) A H^(1/2)``.
+    """
     p = known_precision(target)
-    if p is None:
-        return
-    h = preconditioner_matrix(options["preconditioner"], target.dim)
-    # eigenvalues of H P / N, real and positive (similar to P^(1/2) H P^(1/2) / N)
-    lam = float(np.max(np.linalg.eigvals(h @ p).real)) * averaged_loss_scale(options["n_data"])
-    refuse_step(largest, 2.0 / lam, "2 / lambda_max(H A)")
+    if p is not None:
+        # eigenvalues of H A: real and positive (similar to A^(1/2) H A^(1/2))
+        lam = float(np.max(np.linalg.eigvals(p if h is None else h @ p).real))
+        return lam, f"lambda_max = {lam:.6g} of {'U' if h is None else 'H'}'s Hessian{'' if h is None else ' product'}"
+    bound = target.curvature_bound()
+    if bound is None or not bound > 0:
+        return None
+    if h is None:
+        return bound, f"lambda_max <= L = {bound:.6g}, the target's curvature bound"
+    scale = float(np.linalg.eigvalsh(h)[-1])
+    how = f"lambda_max(H A) <= lambda_max(H) L = {scale:.6g} x {bound:.6g}, L the target's curvature bound"
+    return bound * scale, how
 
 
-def _stability_momentum(largest: float, target, options) -> None:
-    p = known_precision(target)
-    if p is None:
-        return
-    lam = float(np.linalg.eigvalsh(p)[-1]) * averaged_loss_scale(options["n_data"])
-    refuse_step(largest, 2.0 * (2.0 - options["damping"]) / lam, "2 (2 - mu) / lambda_max(A)")
+def _sgd_limit(target, options):
+    """``2 N / lambda_max(H A)``: the mean recursion ``I - (epsilon / N) H A`` contracts exactly below it."""
+    h = preconditioner_matrix(options["preconditioner"], target.dim) if options["preconditioner"] is not None else None
+    known = _largest_curvature(target, h)
+    if known is None:
+        return None
+    lam, how = known
+    return 2.0 / (lam * averaged_loss_scale(options["n_data"])), f"epsilon lambda_max(H A) / N < 2, {how}"
 
 
-def _stability_sgld_wt(largest: float, target, options) -> None:
-    p = known_precision(target)
-    if p is None:
-        return
-    refuse_step(largest, 4.0 / float(np.linalg.eigvalsh(p)[-1]), "4 / lambda_max of U's Hessian")
+def _momentum_limit(target, options):
+    """``2 (2 - mu) N / lambda_max(A)``: the heavy-ball recursion's exact limit on a quadratic."""
+    known = _largest_curvature(target, None)
+    if known is None:
+        return None
+    lam, how = known
+    limit = 2.0 * (2.0 - options["damping"]) / (lam * averaged_loss_scale(options["n_data"]))
+    return limit, f"epsilon lambda_max(A) / N < 2 (2 - mu), {how}"
+
+
+def _sgld_wt_limit(target, options):
+    """``4 / lambda_max(A)``: the drift ``(epsilon / 2) grad U`` halves SGLD's ``2 / L``'s step."""
+    return curvature_limit(target, 4.0, "epsilon L < 4")
 
 
 # ----------------------------------------------------------------------------- the algorithms
@@ -416,7 +441,7 @@ SGD = Algorithm(
     constants=_sgd_constants,
     noise=_sgd_noise,
     check=_check_sgd,
-    stability=_stability_sgd,
+    step_limit=_sgd_limit,
     references="[SGDVI] eq. 5 and §4.1",
 )
 
@@ -435,7 +460,7 @@ SGFS = Algorithm(
     constants=_sgd_constants,
     noise=_sgfs_noise,
     check=_check_sgfs,
-    stability=_stability_sgd,
+    step_limit=_sgd_limit,
     references="[SGDVI] §5.2, eq. 26; Ahn, Korattikara and Welling (2012)",
 )
 
@@ -453,7 +478,7 @@ MOMENTUM_SGD = Algorithm(
     constants=lambda options: MomentumConstants(averaged_loss_scale(options["n_data"]), 1.0 - options["damping"]),
     noise=_momentum_noise,
     check=_n_data,
-    stability=_stability_momentum,
+    step_limit=_momentum_limit,
     references="[SGDVI] §4.3, eq. 23",
 )
 
@@ -467,7 +492,7 @@ SGLD_WT = Algorithm(
     step=(stay, update),
     constants=lambda options: SGDConstants(0.5, *_kind(None)),
     noise=_sgld_wt_noise,
-    stability=_stability_sgld_wt,
+    step_limit=_sgld_wt_limit,
     asymptotically_exact=True,
     references="Welling and Teh (2011); [SGDVI] §5.1",
 )
@@ -490,7 +515,7 @@ IASG = Algorithm(
     noise=lambda block, target, options: _sgd_noise(block, target, {**options, "preconditioner": None}),
     check=_check_iasg,
     outputs=("average",),
-    stability=lambda largest, target, options: _stability_sgd(largest, target, {**options, "preconditioner": None}),
+    step_limit=lambda target, options: _sgd_limit(target, {**options, "preconditioner": None}),
     references="[SGDVI] §6.2, Algorithm 1",
 )
 

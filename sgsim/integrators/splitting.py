@@ -66,11 +66,10 @@ from ._base import (
     Method,
     Option,
     constant_schedule,
+    curvature_limit,
     cyclical_schedule,
     exact_kit_target,
-    known_precision,
     refuse_emulated_noise,
-    refuse_step,
 )
 from ._loop import stay
 
@@ -164,10 +163,9 @@ def _check(options: dict, target) -> dict:
     return options
 
 
-def _stability(largest: float, target, options) -> None:
-    p = known_precision(target)
-    if p is not None:
-        refuse_step(largest, 4.0 / float(np.linalg.eigvalsh(p)[-1]), "4 / lambda_max of U's Hessian: h omega < 2")
+def _step_limit(target, options):
+    """``4 / L``: on ``U = L x^2 / 2`` both splittings are stable exactly while ``h omega < 2`` (``alpha L < 4``)."""
+    return curvature_limit(target, 4.0, "step_size * L < 4 (h omega < 2)")
 
 
 def _parts(x, a, options):
@@ -226,7 +224,7 @@ BAOAB = Algorithm(
     constants=lambda options: Constants(options["friction"]),
     noise=_baoab_noise,
     check=_check,
-    stability=_stability,
+    step_limit=_step_limit,
     oracle=baoab_oracle,
     asymptotically_exact=True,
     references=_REFS,
@@ -243,7 +241,7 @@ OBABO = Algorithm(
     constants=lambda options: Constants(options["friction"]),
     noise=_obabo_noise,
     check=_check,
-    stability=_stability,
+    step_limit=_step_limit,
     oracle=obabo_oracle,
     asymptotically_exact=True,
     references=_REFS,
