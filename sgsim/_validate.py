@@ -152,7 +152,7 @@ def finite_array(name: str, value, shape: tuple | None = None, *, allow_bool: bo
     kind = probe.dtype.kind
     if kind == "O" and all(_is_real(v) for v in probe.flat):
         kind = "f"  # Python ints beyond int64, fractions: real numbers
-    if kind == "b" and not allow_bool:
+    if not allow_bool and (kind == "b" or _holds_bool(value)):
         raise ParameterTypeError(name, f"{name} must hold real numbers, got booleans")
     if kind not in "biuf":
         what = _KINDS.get(kind, probe.dtype.name)
@@ -234,6 +234,15 @@ def _has_complex(value) -> bool:
         return bool(np.iscomplexobj(value))
     except (TypeError, ValueError):  # ragged: the float conversion reports it
         return False
+
+
+def _holds_bool(value) -> bool:
+    # a bool inside a Python list or tuple ([True, 1.0]), which NumPy converts to 1.0 silently
+    if isinstance(value, bool | np.bool_):
+        return True
+    if isinstance(value, list | tuple):
+        return any(_holds_bool(v) for v in value)
+    return False
 
 
 def finite_values(name: str, *values, hint: str = "", what: str = "the target's parameters") -> None:

@@ -429,6 +429,19 @@ def _grid(values) -> np.ndarray:
     return np.array([[a, b] for a in values for b in values], dtype=np.float64)
 
 
+def _on_grid(values, variance, name: str, box: tuple[float, float]) -> Target:
+    """The equal-weight mixture on the grid ``values^2``; its one parameter, ``variance``, named in every error."""
+    try:
+        return gaussian_mixture(_grid(values), variance, name=name, init_box=box)
+    except ParameterError as exc:
+        if exc.parameter != "means":
+            raise
+        # the centres are fixed: only the variance can make |mu|^2 / variance overflow
+        raise ParameterError(
+            "variance", f"variance {variance!r} makes |centre|^2 / variance overflow for the centres {values}"
+        ) from exc
+
+
 @factory("mixture_25")
 def mixture_25(variance: float = 0.03) -> Target:
     """The 25-Gaussian mixture of [cSG] §5.1 / App. A.1.
@@ -437,7 +450,7 @@ def mixture_25(variance: float = 0.03) -> Target:
     ``E x = 0`` and ``E x x^T = 8.03 I``. Default initial points are uniform on
     ``[-10, 10]^2``, as in the reference MATLAB code.
     """
-    return gaussian_mixture(_grid((-4.0, -2.0, 0.0, 2.0, 4.0)), variance, name="mixture_25", init_box=(-10.0, 10.0))
+    return _on_grid((-4.0, -2.0, 0.0, 2.0, 4.0), variance, "mixture_25", (-10.0, 10.0))
 
 
 @factory("mixture_3x3")
@@ -447,4 +460,4 @@ def mixture_3x3(variance: float = 0.1) -> Target:
     ``E x x^T = (0.1 + 8/3) I``. The paper says the components are "equally distributed",
     read here as equal weights (:ref:`theory-mixture-3x3`).
     """
-    return gaussian_mixture(_grid((-2.0, 0.0, 2.0)), variance, name="mixture_3x3", init_box=(-4.0, 4.0))
+    return _on_grid((-2.0, 0.0, 2.0), variance, "mixture_3x3", (-4.0, 4.0))

@@ -32,7 +32,17 @@ import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
 from .. import dynamics
-from .._validate import ParameterError, boolean, count, finite_array, fits_in_memory, integer, real, spd_matrix
+from .._validate import (
+    ParameterError,
+    boolean,
+    count,
+    finite_array,
+    finite_values,
+    fits_in_memory,
+    integer,
+    real,
+    spd_matrix,
+)
 from ..dynamics import LinearStep
 
 __all__ = [
@@ -135,10 +145,10 @@ def _noise_cov(name: str, value, dim: int) -> np.ndarray:
     """``None`` -> 0, scalar ``s2`` -> ``s2 I``, else a symmetric PSD ``(d, d)`` matrix."""
     if value is None:
         return np.zeros((dim, dim))
-    if np.ndim(value) == 0:
-        s2 = real(name, float(finite_array(name, value)), 0.0)
-        return s2 * np.eye(dim)
-    return _spd(name, value, dim, allow_singular=True)
+    arr = finite_array(name, value)  # refuses ragged nestings, strings and booleans by name
+    if arr.ndim == 0:
+        return real(name, float(arr), 0.0) * np.eye(dim)
+    return _spd(name, arr, dim, allow_singular=True)
 
 
 def _sequences(named: dict, n_steps, state_dim: int) -> tuple[dict, int]:
@@ -650,6 +660,9 @@ def sgfs_law(A, C, H, E, lr, batch_size, init_mean=None, init_cov=None, *, n_ste
     a, c, s, eps, d = _sgdvi_inputs(A, C, lr, batch_size, n_steps)
     h = _spd("H", H, d)
     e = finite_array("E", E, (d, d))
+    with np.errstate(over="ignore", invalid="ignore"):
+        injected = e @ e.T
+    finite_values("E", injected, what="the injected covariance E E^T")
     m0, s0 = _init(init_mean, init_cov, d, d)
     return _propagate(dynamics.sgfs_linear(a, c, h, e, eps, s), m0, s0, "lr")
 

@@ -78,7 +78,7 @@ def _inputs(precision, shift, grad_noise_cov):
     if grad_noise_cov is None:
         v = np.zeros((d, d))
     else:
-        v = np.asarray(grad_noise_cov, dtype=np.float64)
+        v = finite_array("grad_noise_cov", grad_noise_cov)
         v = v * np.eye(d) if v.ndim == 0 else v
         v = spd_matrix("grad_noise_cov", v, d, allow_singular=True)
     return p, c, v, d
@@ -118,6 +118,12 @@ def tempered_sgld_stationary(
     if not alpha * lam[-1] < 2.0:
         raise ParameterError(
             "step_size", f"step_size must lie in (0, {2.0 / lam[-1]:.6g}) (2 / lambda_max(P)), got {alpha}"
+        )
+    if np.any(v) and not np.max(np.abs(1.0 - alpha * lam)) < 1.0:
+        # I - alpha P rounds to I: the noise part's fixed point is beyond the floating-point range
+        raise ParameterError(
+            "step_size",
+            f"step_size {alpha} is too small: 1 - step_size * lambda_min(P) rounds to 1 (no stationary law)",
         )
     per_t = (u * (2.0 / (lam * (2.0 - alpha * lam)))) @ u.T
     per_t = 0.5 * (per_t + per_t.T)
