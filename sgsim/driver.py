@@ -324,6 +324,8 @@ def _prepare(
         largest = max(largest, float(np.max(block.step_size)))
         hottest = max(hottest, float(np.max(block.temperature)))
     known = target if given_target is None else given_target
+    if alg.temperature_factor is not None:
+        hottest *= float(alg.temperature_factor(opts))
     if auto_bound:
         # a method whose stationary law is not the target's (constant SGD: its spread is set by the
         # learning rate and the minibatch noise) gets NOT_TARGET_FACTOR times the target's bound

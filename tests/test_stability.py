@@ -224,6 +224,34 @@ def test_healthy_runs_of_every_method_are_neither_refused_nor_stopped(method):
             assert np.max(np.abs(r.posterior["theta"].values)) < 0.5 * float(r.attrs["divergence_bound"])
 
 
+def _interacting_methods():
+    return [m for m in sorted(METHODS) if METHODS[m].algorithm.coupling != "independent"]
+
+
+@pytest.mark.parametrize("method", _interacting_methods())
+def test_healthy_runs_of_every_ensemble_are_neither_refused_nor_stopped(method):
+    # the particle samplers at their kit examples, 16 particles, two seeds: as above
+    target, opts = _case(METHODS[method], None, {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for seed in (0, 1):
+            r = sgsim.sample(target, method, 1000, n_particles=16, seed=seed, **opts)
+            assert np.max(np.abs(r.posterior["theta"].values)) < 0.5 * float(r.attrs["divergence_bound"])
+
+
+def test_a_hot_replica_ladder_widens_the_bound():
+    # reSGLD's replica at tau = 400 spreads with sd 20 on the standard Gaussian: the bound is the
+    # target's at the hottest rung (20 sqrt(400) = 400), and the run is not stopped; the control,
+    # the bound at T = 1 (20), stops the same run
+    t = targets.standard_gaussian(2)
+    kw = dict(seed=0, n_particles=4, step_size=0.002, ladder=[1.0, 5.0, 50.0, 400.0])
+    r = sgsim.sample(t, "resgld", 20000, **kw)
+    assert float(r.attrs["divergence_bound"]) == pytest.approx(400.0)
+    assert np.max(np.abs(r.posterior["theta"].values[..., 3, :])) > 40.0  # the hot rung goes far
+    with pytest.raises(sgsim.DivergenceError):
+        sgsim.sample(t, "resgld", 20000, divergence_bound=t.divergence_bound(1.0), **kw)
+
+
 # ----------------------------------------------------------------------------- user targets
 
 

@@ -131,6 +131,11 @@ class Algorithm:
         (:class:`~sgsim.algorithms.StepSizeWarning`), one that crosses it on fewer steps (a cyclical schedule's
         first steps of each cycle) runs, watched by the divergence check; ``step_check`` of
         :func:`sgsim.sample` overrides this.
+    temperature_factor : callable, optional
+        ``temperature_factor(options) -> float``: the largest factor by which a member's
+        temperature exceeds the schedule's (reSGLD's hottest rung); the default divergence bound
+        is the target's at the schedule's hottest temperature times this factor, so that a hot
+        member's wider spread is not taken for a divergence. 1 when not given.
     report : callable, optional
         ``report(final_stats) -> str or None``: given each statistic's final value per
         replica (a dict of arrays), a warning for the caller, or None.
@@ -181,6 +186,7 @@ class Algorithm:
     )
     serial_blas: bool = False
     step_limit: Callable[[Any, dict], tuple[float, str] | None] | None = None
+    temperature_factor: Callable[[dict], float] | None = None
     report: Callable[[dict], str | None] | None = None
     oracle: Callable[..., np.ndarray] | None = None
     asymptotically_exact: bool = False
@@ -332,6 +338,9 @@ def _check_algorithm(alg: Algorithm) -> None:
             raise _bad(name, part, f"must be callable, got {getattr(alg, part)!r}")
     if not (isinstance(alg.outputs, tuple) and len(alg.outputs) == 1 and alg.outputs[0] in state):
         raise _bad(name, "outputs", f"must name one state array of {state}, got {alg.outputs!r}")
+    for part in ("step_limit", "temperature_factor"):
+        if getattr(alg, part) is not None and not callable(getattr(alg, part)):
+            raise _bad(name, part, f"must be callable or None, got {getattr(alg, part)!r}")
     if alg.gradient is not None and not callable(alg.gradient):
         raise _bad(name, "gradient", f"must be a function gradient(target, options) -> Target, got {alg.gradient!r}")
     if not isinstance(alg.potential, bool):

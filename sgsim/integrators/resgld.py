@@ -386,6 +386,8 @@ RESGLD = Algorithm(
     check=_check,
     stats=("swap_attempts", "swaps", "cold_swaps", "steps"),
     step_limit=step_limit,
+    # the hottest rung's spread sets how far a healthy replica goes
+    temperature_factor=lambda options: float(np.max(_ladder(options))),
     asymptotically_exact=True,
     references="Deng, Feng, Gao, Liang and Lin (2020), §2, §3 and Algorithm 1; Ceperley and Dewing (1999)",
     potential=True,
