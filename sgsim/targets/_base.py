@@ -415,10 +415,10 @@ class Target:
             A non-negative scalar ``s2`` (meaning ``s2 * I``) or a symmetric positive
             semidefinite ``(d, d)`` matrix.
         """
-        if np.ndim(cov) == 0 and not isinstance(cov, str | bytes):  # "1" is refused as an array below
-            s2 = real("cov", cov, 0.0)  # a finite number >= 0 (not a string, a bool or a complex)
-            cov = s2 * np.eye(self.dim)
-        cov = spd_matrix("cov", cov, self.dim, allow_singular=True)
+        arr = finite_array("cov", cov)  # real and finite: no string, bool, complex or ragged nesting
+        if arr.ndim == 0:
+            arr = real("cov", float(arr), 0.0) * np.eye(self.dim)  # a number >= 0 means s2 I
+        cov = spd_matrix("cov", arr, self.dim, allow_singular=True)
         return replace(self, grad_noise_cov=cov, spec=self._modified("with_gradient_noise", cov=cov))
 
     def with_init_box(self, low, high) -> Target:

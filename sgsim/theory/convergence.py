@@ -751,9 +751,16 @@ def csgld_bound(
         if k % m:
             raise ParameterError("n_cycles", f"Theorem 1 needs n_steps to be a multiple of n_cycles, got K={k}, M={m}")
         s = k * alpha0 / 2.0
-        s2 = 3.0 * alpha0**2 * k / 8.0
+        s2 = 3.0 * alpha0 * alpha0 * k / 8.0  # a float product: inf, not OverflowError, past the floats
     top = positive_float("step_size", step_size)
+    _finite_sums(s, s2)
     return theorem1_terms(constants, s, s2, c_p=c_p, time_factor=time_factor, max_step=top, step_check=step_check)
+
+
+def _finite_sums(s: float, s2: float) -> None:
+    """Name ``step_size`` where the schedule's sums overflow (a step near the largest float)."""
+    with np.errstate(over="ignore"):
+        finite_values("step_size", s, s2, what="the schedule's sums (sum of steps, sum of squared steps)")
 
 
 def sgld_bound(
@@ -797,6 +804,7 @@ def sgld_bound(
     exact_sums = boolean("exact_sums", exact_sums)
     s = h0 * harmonic_number(k)
     s2 = h0 * h0 * (_sum_inverse_squares(k) if exact_sums else math.pi**2 / 6.0)
+    _finite_sums(s, s2)
     return theorem1_terms(constants, s, s2, c_p=c_p, time_factor=time_factor, max_step=h0, step_check=step_check)
 
 

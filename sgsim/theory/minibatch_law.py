@@ -55,7 +55,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validate import ParameterError, finite_array, integer
+from .._validate import ParameterError, finite_array, integer, real
 from .exact_law import _init, _nonnegative_seq, _positive_seq, _sequences
 
 __all__ = ["ESTIMATORS", "Moments", "minibatch_sgld_moments", "linear_regression_examples"]
@@ -81,7 +81,7 @@ def linear_regression_examples(X, y, noise_precision: float) -> tuple[np.ndarray
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ParameterError("X", f"X must have shape (N, d) with N, d >= 1, got {X.shape}")
     y = finite_array("y", y, (X.shape[0],))
-    tau = float(finite_array("noise_precision", noise_precision))
+    tau = real("noise_precision", noise_precision)
     if not tau > 0:
         raise ParameterError("noise_precision", f"noise_precision must be > 0, got {tau}")
     return tau * X[:, :, None] * X[:, None, :], tau * y[:, None] * X

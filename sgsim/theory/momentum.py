@@ -179,7 +179,8 @@ def momentum_autocorrelation_times(A, C, lr, momentum, batch_size, exact: bool =
         ff = np.kron(f, f)
         kron_sum = ff @ np.linalg.inv(np.eye(n2 * n2) - ff)
         rho = float(np.max(np.abs(np.linalg.eigvals(f))))
-        exponential = -1.0 / np.log(rho)
+        # rho = 0: F is nilpotent (lr A = I, momentum 1 on this A), the law is stationary after a few steps
+        exponential = 0.0 if rho == 0.0 else -1.0 / np.log(rho)
         base = 1.0
     else:
         m, q = momentum_ou(A, C, lr, momentum, batch_size)
