@@ -5,8 +5,9 @@ SGD mapping holds to what is claimed, and every bad constructor argument is name
   new ones with the same code, load both) continues the uninterrupted run bit for bit, for every
   sampler that draws noise; a ``state_dict`` without a generator state (as written before it was
   kept) loads with a warning and replays the first normals (the defect this fixes).
-- Divergence: a step size beyond stability overflows at the step the scalar recursion predicts,
-  and the error names that step and the parameter; a stable step is never flagged.
+- Divergence: a step size beyond stability (SGLD, constant SGD, preconditioned SGD) overflows at
+  the step the scalar recursion predicts, and the error names that step and the parameter; a
+  stable step is never flagged.
 - SGD: SGLD at T = 0 is ``torch.optim.SGD`` bit for bit; SGHMC at T = 0 is SGD with momentum to
   a rounding tolerance derived from the dynamics, and not bit for bit.
 - Fuzz: hypothesis over the constructors, derandomized: 80 examples for each of the 7 noisy
@@ -45,6 +46,7 @@ from sgsim.torch import (  # noqa: E402
     ConstantSGD,
     Divergence,
     DivergenceError,
+    PreconditionedSGD,
     PSGLDGamma,
     SampleStore,
     ScheduleDriver,
@@ -275,6 +277,38 @@ def test_mark_stops_the_chain_and_a_sparse_check_is_late_by_less_than_its_period
     again = SGLD([torch.nn.Parameter(theta.detach().clone())], lr=3.0, temperature=0.0, on_divergence="mark")
     again.load_state_dict(saved)
     assert again.divergence == record
+
+
+@pytest.mark.parametrize("build", [
+    lambda ps, **kw: ConstantSGD(ps, lr=3.0, **kw),
+    lambda ps, **kw: PreconditionedSGD(ps, lr=1.5, preconditioner=2.0, **kw),
+])  # fmt: skip
+def test_constant_sgd_beyond_its_limit_is_raised_at_the_step_that_overflows(build):
+    # constant SGD on U = theta^2 / 2 at lr H = 3 (limit 2): theta_k = (-2)^k, not finite at the
+    # step the NumPy recursion predicts, 1024, named with its parameter (torch.optim.SGD itself
+    # returns the infinities without a word)
+    theta = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+    with pytest.raises(DivergenceError) as info:
+        quadratic_run(build([("weight", theta)]), theta, 2000)
+    assert info.value.divergence.step == overflow_step(1.0, -3.0) == 1024
+    assert "parameter 'weight'" in str(info.value) and "the step overflowed" in str(info.value)
+    # mark: the chain stops at the check that saw it, the record survives a state_dict round trip
+    theta = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+    opt = build([theta], on_divergence="mark", check_every=100, divergence_bound=1e3)
+    with pytest.warns(RuntimeWarning, match="between steps 1 and 100"):
+        quadratic_run(opt, theta, 150)
+    assert (opt.divergence.step, opt.steps_taken) == (100, 100)
+    (saved,) = save(opt)
+    again = build([torch.nn.Parameter(torch.ones(3, dtype=torch.float64))], on_divergence="mark")
+    again.load_state_dict(saved)
+    assert again.divergence == opt.divergence and again.steps_taken == 100
+    # the control: a stable rate (|1 - lr H| = 0.9) runs 2000 steps from 1e300 without a word
+    calm = torch.nn.Parameter(torch.full((3,), 1e300, dtype=torch.float64))
+    opt = build([calm])
+    for group in opt.param_groups:
+        group["lr"] = 1.9 / (2.0 if isinstance(opt, PreconditionedSGD) else 1.0)
+    quadratic_run(opt, calm, 2000)
+    assert torch.isfinite(calm).all() and opt.divergence is None
 
 
 def test_an_ensemble_that_diverges_names_its_particle():

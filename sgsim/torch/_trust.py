@@ -163,6 +163,71 @@ class DivergenceCheck:
         return record
 
 
+class Watched:
+    """The divergence check of an optimizer over its parameter groups, and its part of ``state_dict``.
+
+    Shared by the Langevin samplers and the constant-SGD optimizers: ``_watch`` in the
+    constructor, ``_count_step(moved)`` at the end of every step, ``_watched_state`` and
+    ``_load_watched`` in the ``state_dict`` round trip; ``divergence`` is the record of a marked
+    divergence (a marked chain's ``step`` returns before moving anything).
+    """
+
+    param_groups: list[dict]
+    _check: DivergenceCheck
+    _steps: int
+    divergence: Divergence | None
+
+    def _watch(self, on_divergence, check_every, divergence_bound) -> None:
+        self._check = DivergenceCheck(on_divergence, check_every, divergence_bound)
+        self._steps = 0
+        self.divergence = None
+
+    @property
+    def on_divergence(self) -> str:
+        """``"raise"`` or ``"mark"``: what a divergence does (:class:`~sgsim.torch.Divergence`)."""
+        return self._check.on_divergence
+
+    @property
+    def steps_taken(self) -> int:
+        """The number of steps taken, counted across a resume (kept in ``state_dict()``)."""
+        return self._steps
+
+    def _watched_state(self, out: dict) -> dict:
+        out["steps"] = self._steps
+        out["divergence"] = divergence_record(self.divergence)
+        return out
+
+    def _load_watched(self, extras: dict) -> None:
+        self._steps = extras.get("steps", self._steps)
+        self._check.checked = self._steps
+        self.divergence = divergence_from(extras.get("divergence"))
+
+    def _count_step(self, moved: list[torch.Tensor]) -> None:
+        """Count a step and, when due, check the parameters it moved."""
+        self._steps += 1
+        if moved and self._check.due(self._steps):
+            self._check_divergence(moved)
+
+    def _check_divergence(self, moved: list[torch.Tensor]) -> None:
+        """The divergence check after a step: one reduction and read-back per device and dtype."""
+        check = self._check
+        if check.healthy(moved):
+            check.checked = self._steps
+            return
+        ids = {id(p) for p in moved}
+        for g, group in enumerate(self.param_groups):
+            names = group.get("param_names")
+            for i, p in enumerate(group["params"]):
+                if id(p) not in ids:
+                    continue
+                reason = check.reason(p, p.grad)
+                if reason is not None:
+                    where = f"parameter {names[i]!r}" if names else f"param_groups[{g}]['params'][{i}]"
+                    where += f" (shape {tuple(p.shape)})"
+                    self.divergence = check.found(type(self).__name__, self._steps, where, reason)
+                    return
+
+
 # ----------------------------------------------------------------------------- the generator's state
 
 

@@ -83,6 +83,7 @@ from .._validate import ParameterError, ParameterTypeError, boolean, integer, po
 from ..estimators import bias_factor
 from ..targets.regression import noise_factor
 from ..theory.kl import diagonal_preconditioner, optimal_lr
+from ._trust import Watched, split_extras
 from .optim import _CheckedOptimizer
 
 __all__ = ["ConstantSGD", "PreconditionedSGD"]
@@ -95,14 +96,15 @@ def _optional_positive(name: str, value) -> float | None:
     return None if value is None else positive_float(name, value)
 
 
-class _NoiseEstimating(_CheckedOptimizer):
+class _NoiseEstimating(Watched, _CheckedOptimizer):
     """What both optimizers share: the checks, and the running estimate of eq. 21."""
 
     # the state key of the running mean, and whether it is kept entry by entry
     _key = "noise_sq"
     _per_entry = False
 
-    def __init__(self, params, defaults: dict, num_data, batch_size, replace, unbias, estimating: str | None):
+    def __init__(self, params, defaults: dict, num_data, batch_size, replace, unbias, estimating: str | None,
+                 watch: tuple = ("raise", 1, None)):  # fmt: skip
         if isinstance(params, torch.Tensor):
             raise ParameterTypeError(
                 "params", "params must be an iterable of tensors or of parameter groups (dicts), not one tensor"
@@ -111,6 +113,7 @@ class _NoiseEstimating(_CheckedOptimizer):
         if not params:
             raise ParameterError("params", "params must hold at least one tensor or parameter group, got none")
         self._check_group(defaults)
+        self._watch(*watch)
         self.replace = boolean("replace", replace)
         self.unbias = boolean("unbias", unbias)
         if (num_data is None) != (batch_size is None):
@@ -152,11 +155,16 @@ class _NoiseEstimating(_CheckedOptimizer):
     # ------------------------------------------------------------------ gradients and pairs
 
     def _begin_step(self, closure, first_example_grads):
-        """Run the closure, collect the gradients and add the step's noise pair, in that order."""
+        """Run the closure, collect the gradients and add the step's noise pair, in that order.
+
+        A chain whose divergence was marked has stopped: its work is None, and no pair is added.
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if self.divergence is not None:
+            return loss, None
         work = self._gradients()
         if first_example_grads is not None:
             self._observe(first_example_grads)
@@ -234,9 +242,15 @@ class _NoiseEstimating(_CheckedOptimizer):
             torch._foreach_lerp_(accs, sq, 1.0 / count)
         self._cache = None
 
+    def state_dict(self) -> dict[str, Any]:
+        """The ``state_dict`` of ``torch.optim`` (the estimate included), the steps taken and a divergence's record."""
+        return self._watched_state(super().state_dict())
+
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Load a ``state_dict`` (as torch's), the estimate included."""
-        super().load_state_dict(state_dict)
+        """Load a ``state_dict`` (as torch's), the estimate, the step count and the divergence record included."""
+        torch_part, extras = split_extras(state_dict, type(self).__name__)
+        super().load_state_dict(torch_part)
+        self._load_watched(extras)
         self._cache = None
 
     @property
@@ -328,9 +342,17 @@ class ConstantSGD(_NoiseEstimating):
         ``DataLoader`` draws without).
     unbias : bool
         Divide eq. 21 by its bias factor ``b`` (default); False is the paper's form.
+    on_divergence, check_every, divergence_bound
+        The divergence check (:class:`~sgsim.torch.Divergence`), as for :class:`~sgsim.torch.SGLD`:
+        ``"raise"`` (default) or ``"mark"``; check after every ``check_every``-th step; a bound
+        ``> 0`` on every ``|theta_i|``, or None (default: only non-finite values diverge). A
+        rate beyond the recursion's stability limit makes the iterates grow geometrically until
+        they overflow: the check names the step and the parameter.
 
     Attributes
     ----------
+    divergence : Divergence or None
+        Where the chain diverged, with ``on_divergence="mark"`` (None while it has not).
     kl_optimal : bool
         Whether the rate is Theorem 1's.
     num_data, batch_size : int or None
@@ -382,7 +404,8 @@ class ConstantSGD(_NoiseEstimating):
 
     def __init__(self, params, lr, num_data: int | None = None, batch_size: int | None = None, *,
                  warmup_lr: float | None = None, warmup: int = 100, max_lr: float | None = None,
-                 replace: bool = True, unbias: bool = True):  # fmt: skip
+                 replace: bool = True, unbias: bool = True, on_divergence: str = "raise", check_every: int = 1,
+                 divergence_bound: float | None = None):  # fmt: skip
         if isinstance(lr, str):
             if lr != "kl_optimal":
                 raise ParameterError("lr", f"lr must be a number > 0 or 'kl_optimal', got {lr!r}")
@@ -397,7 +420,8 @@ class ConstantSGD(_NoiseEstimating):
         self.max_lr = _optional_positive("max_lr", max_lr)
         defaults = dict(lr=positive_float("warmup_lr", warmup_lr) if self.kl_optimal else lr)
         super().__init__(params, defaults, num_data, batch_size, replace, unbias,
-                         "lr='kl_optimal'" if self.kl_optimal else None)  # fmt: skip
+                         "lr='kl_optimal'" if self.kl_optimal else None,
+                         (on_divergence, check_every, divergence_bound))  # fmt: skip
 
     pairs = _NoiseEstimating.pairs  # documented here
     trace_c = _NoiseEstimating.trace_c
@@ -438,14 +462,19 @@ class ConstantSGD(_NoiseEstimating):
             The closure's loss, if a closure was given.
         """
         loss, work = self._begin_step(closure, first_example_grads)
+        if work is None:  # marked: the chain has stopped
+            return loss
         if self.kl_optimal and self.pairs >= self.warmup:
             rate = self._kl_rate()
             for group in self.param_groups:
                 group["lr"] = rate
+        moved: list[torch.Tensor] = []
         for group, params, grads in work:
             if params:
                 # torch.optim.SGD's own operation, so that a fixed rate is SGD bit for bit
                 torch._foreach_add_(params, grads, alpha=-group["lr"])
+                moved += params
+        self._count_step(moved)
         return loss
 
 
@@ -500,9 +529,17 @@ class PreconditionedSGD(_NoiseEstimating):
         Whether minibatches are drawn with replacement.
     unbias : bool
         Divide eq. 21 by its bias factor (default); False is the paper's form.
+    on_divergence, check_every, divergence_bound
+        The divergence check (:class:`~sgsim.torch.Divergence`), as for :class:`~sgsim.torch.SGLD`:
+        ``"raise"`` (default) or ``"mark"``; check after every ``check_every``-th step; a bound
+        ``> 0`` on every ``|theta_i|``, or None (default: only non-finite values diverge). A
+        rate beyond the recursion's stability limit makes the iterates grow geometrically until
+        they overflow: the check names the step and the parameter.
 
     Attributes
     ----------
+    divergence : Divergence or None
+        Where the chain diverged, with ``on_divergence="mark"`` (None while it has not).
     adaptive : bool
         Whether ``H`` is Corollary 3's from the estimate.
     num_data, batch_size : int or None
@@ -528,7 +565,8 @@ class PreconditionedSGD(_NoiseEstimating):
 
     def __init__(self, params, lr: float, preconditioner, num_data: int | None = None, batch_size: int | None = None,
                  *, warmup_lr: float | None = None, warmup: int = 100, max_preconditioner: float | None = None,
-                 replace: bool = True, unbias: bool = True):  # fmt: skip
+                 replace: bool = True, unbias: bool = True, on_divergence: str = "raise", check_every: int = 1,
+                 divergence_bound: float | None = None):  # fmt: skip
         self.adaptive = isinstance(preconditioner, str)
         if self.adaptive and preconditioner != "diagonal":
             raise ParameterError(
@@ -549,7 +587,8 @@ class PreconditionedSGD(_NoiseEstimating):
         if not self.adaptive and not isinstance(preconditioner, Sequence | torch.Tensor):
             self._scalar = positive_float("preconditioner", preconditioner)
         super().__init__(params, dict(lr=lr), num_data, batch_size, replace, unbias,
-                         "preconditioner='diagonal'" if self.adaptive else None)  # fmt: skip
+                         "preconditioner='diagonal'" if self.adaptive else None,
+                         (on_divergence, check_every, divergence_bound))  # fmt: skip
         if self.adaptive:
             assert self.num_data is not None and self.batch_size is not None
             # H_kk = (2 S / N) / (f C_kk), C_kk = scale * noise_var: H = numerator / noise_var
@@ -632,9 +671,13 @@ class PreconditionedSGD(_NoiseEstimating):
             The closure's loss, if a closure was given.
         """
         loss, work = self._begin_step(closure, first_example_grads)
+        if work is None:  # marked: the chain has stopped
+            return loss
+        moved: list[torch.Tensor] = []
         for group, params, grads in work:
             if not params:
                 continue
+            moved += params
             lr = group["lr"]
             if self._scalar is not None:
                 torch._foreach_add_(params, grads, alpha=-lr * self._scalar)
@@ -656,4 +699,5 @@ class PreconditionedSGD(_NoiseEstimating):
                 for i, hi in zip(done, h, strict=True):
                     self.state[params[i]]["preconditioner"] = hi
                 torch._foreach_addcmul_([params[i] for i in done], h, [grads[i] for i in done], value=-lr)
+        self._count_step(moved)
         return loss

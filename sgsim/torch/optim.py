@@ -56,15 +56,7 @@ import torch
 from .. import rng as _rng
 from .._validate import ParameterError, ParameterTypeError, choice, integer, positive_float, real
 from ..integrators.sgnht import FRICTION_STEPS
-from ._trust import (
-    Divergence,
-    DivergenceCheck,
-    divergence_from,
-    divergence_record,
-    generator_record,
-    restore_generator,
-    split_extras,
-)
+from ._trust import Watched, generator_record, restore_generator, split_extras
 
 __all__ = ["SGLD", "SGHMC", "BAOAB", "OBABO", "SGNHT", "PSGLD", "PSGLDGamma", "make_generator", "sgd_arguments"]
 
@@ -147,7 +139,7 @@ class _CheckedOptimizer(torch.optim.Optimizer):
         super().add_param_group(param_group)
 
 
-class _Langevin(_CheckedOptimizer):
+class _Langevin(Watched, _CheckedOptimizer):
     """What SGLD and SGHMC share: validation, the generator, gradients and their noise."""
 
     # the factor of 2 lr T in the injected variance: 1 for SGLD, eta - gamma_hat for SGHMC
@@ -171,7 +163,7 @@ class _Langevin(_CheckedOptimizer):
             )
         if seed is not None:
             seed = _rng.resolve_seed(seed)
-        self._check = DivergenceCheck(on_divergence, check_every, divergence_bound)
+        self._watch(on_divergence, check_every, divergence_bound)
         super().__init__(params, defaults)
         if generator is None:
             self.seed: int | None = _rng.resolve_seed(seed)
@@ -187,18 +179,6 @@ class _Langevin(_CheckedOptimizer):
                             "give a generator on the parameters' device",
                         )
         self.generator: torch.Generator = generator
-        self._steps = 0
-        self.divergence: Divergence | None = None
-
-    @property
-    def on_divergence(self) -> str:
-        """``"raise"`` or ``"mark"``: what a divergence does (:class:`~sgsim.torch.Divergence`)."""
-        return self._check.on_divergence
-
-    @property
-    def steps_taken(self) -> int:
-        """The number of steps taken, counted across a resume (kept in ``state_dict()``)."""
-        return self._steps
 
     def state_dict(self) -> dict[str, Any]:
         """The ``state_dict`` of ``torch.optim`` (``"state"``, ``"param_groups"``), the generator's state and the steps.
@@ -213,9 +193,7 @@ class _Langevin(_CheckedOptimizer):
         """
         out = super().state_dict()
         out["generator"] = generator_record(self.generator)
-        out["steps"] = self._steps
-        out["divergence"] = divergence_record(self.divergence)
-        return out
+        return self._watched_state(out)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a ``state_dict``: torch's part, then the generator's state and the step count.
@@ -233,9 +211,7 @@ class _Langevin(_CheckedOptimizer):
         torch_part, extras = split_extras(state_dict, name)
         super().load_state_dict(torch_part)
         restore_generator(self.generator, extras.get("generator"), name)
-        self._steps = extras.get("steps", self._steps)
-        self._check.checked = self._steps
-        self.divergence = divergence_from(extras.get("divergence"))
+        self._load_watched(extras)
 
     def _check_group(self, group: dict) -> None:
         # each error names the parameter and its allowed range; group values may be overridden
@@ -348,29 +324,8 @@ class _Langevin(_CheckedOptimizer):
             self._update(group, params, grads, normals, sd)
             moved += params
         self._end_step()
-        self._steps += 1
-        if moved and self._check.due(self._steps):
-            self._check_divergence(moved)
+        self._count_step(moved)
         return loss
-
-    def _check_divergence(self, moved: list[torch.Tensor]) -> None:
-        """The divergence check after a step: one reduction and read-back per device and dtype."""
-        check = self._check
-        if check.healthy(moved):
-            check.checked = self._steps
-            return
-        ids = {id(p) for p in moved}
-        for g, group in enumerate(self.param_groups):
-            names = group.get("param_names")
-            for i, p in enumerate(group["params"]):
-                if id(p) not in ids:
-                    continue
-                reason = check.reason(p, p.grad)
-                if reason is not None:
-                    where = f"parameter {names[i]!r}" if names else f"param_groups[{g}]['params'][{i}]"
-                    where += f" (shape {tuple(p.shape)})"
-                    self.divergence = check.found(type(self).__name__, self._steps, where, reason)
-                    return
 
     def _end_step(self) -> None:
         """What a step does after every group's update (SGNHT's thermostat); nothing by default."""
