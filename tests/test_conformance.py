@@ -440,3 +440,37 @@ def test_the_readme_sampler_runs_as_printed(tmp_path, monkeypatch, capsys):
     finally:
         unregister("sgld_fixed_p")
         sys.modules.pop("readme_sampler", None)
+
+
+def test_a_step_edited_after_registration_runs_as_registered(tmp_path, monkeypatch):
+    # a session that edits its sampler's file after building the record (or saves it half
+    # written) and then runs: the loop splices the source read when the record was built; before,
+    # it read the file again and spliced whatever lines now stood where the function had been
+    import importlib
+
+    from sampler_modules import scaled_sgld
+
+    source = scaled_sgld("edited_sgld")
+    edited = "# edited: two lines more, and a drift twice as large\n\n" + source.replace(
+        "a * consts.scale * g[i]", "2.0 * a * consts.scale * g[i]"
+    )
+    (tmp_path / "edited_samplers.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kw = dict(n_chains=2, seed=3, step_size=0.05)
+    try:
+        importlib.import_module("edited_samplers")
+        (tmp_path / "edited_samplers.py").write_text(edited)
+        run = sgsim.sample("standard_gaussian", "edited_sgld", 50, **kw).posterior["theta"].values
+        plain = sgsim.sample("standard_gaussian", "sgld", 50, **kw).posterior["theta"].values
+        assert run.tobytes() == plain.tobytes()  # scale 1: SGLD's bits, as registered
+        # the control: a record built from the edited file takes the edited step
+        (tmp_path / "edited_samplers2.py").write_text(edited.replace("'edited_sgld'", "'edited_sgld2'"))
+        importlib.import_module("edited_samplers2")
+        doubled = sgsim.sample("standard_gaussian", "edited_sgld2", 50, **kw).posterior["theta"].values
+        assert doubled.tobytes() != plain.tobytes()
+    finally:
+        for name in ("edited_sgld", "edited_sgld2"):
+            if name in METHODS:
+                unregister(name)
+        sys.modules.pop("edited_samplers", None)
+        sys.modules.pop("edited_samplers2", None)

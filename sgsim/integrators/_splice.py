@@ -25,15 +25,29 @@ import inspect
 import itertools
 import linecache
 import textwrap
+import weakref
 from collections.abc import Callable
 
 _counter = itertools.count()
 
 
+# each function's source as first read (when its algorithm record was built): a loop compiled
+# later, for another chain count or storage mode, splices that source and not the file as it
+# stands then, which may have been edited (or half saved) during the session
+_SOURCES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def function_def(func: Callable) -> tuple[ast.FunctionDef, dict]:
-    """The AST of a (compiled or plain) function's source, and the globals its names refer to."""
+    """The AST of a (compiled or plain) function's source, and the globals its names refer to.
+
+    The source is read once per function object; each call parses it afresh (callers edit the
+    tree they get).
+    """
     py = getattr(func, "py_func", func)
-    tree = ast.parse(textwrap.dedent(inspect.getsource(py)))
+    source = _SOURCES.get(py)
+    if source is None:
+        source = _SOURCES[py] = textwrap.dedent(inspect.getsource(py))
+    tree = ast.parse(source)
     node = tree.body[0]
     if not isinstance(node, ast.FunctionDef):
         raise TypeError(f"{py.__qualname__} is not a plain function")
