@@ -769,7 +769,13 @@ def stationary_covariance(F, Q) -> np.ndarray:
     n = f.shape[0]
     q = _spd("Q", Q, n, allow_singular=True)
     _stable(f)
-    p = solve_discrete_lyapunov(f, q)
+    try:
+        p = solve_discrete_lyapunov(f, q)
+    except np.linalg.LinAlgError:
+        # an eigenvalue within rounding of the unit circle: I - F (x) F is singular in the floats
+        raise ParameterError(
+            "F", "F has an eigenvalue within rounding of modulus 1: the stationary covariance is beyond the floats"
+        ) from None
     return 0.5 * (p + p.T)
 
 

@@ -172,6 +172,9 @@ def momentum_autocorrelation_times(A, C, lr, momentum, batch_size, exact: bool =
     eye = np.eye(n2)
     if boolean("exact", exact):
         f, q = momentum_recursion(A, C, lr, momentum, batch_size)
+        if 1.0 - float(momentum) == 1.0:
+            # the velocity keeps 1 - momentum, which rounds to 1: F has an eigenvalue 1 in the floats
+            raise ParameterError("momentum", f"momentum {float(momentum):g} is too small: 1 - momentum rounds to 1")
         with renamed(F="lr", Q="C"):  # F's spectral radius reaches 1 when lr is too large, or underflows
             p = stationary_covariance(f, q)
         tail = f @ np.linalg.solve(eye - f, p)  # sum_{k>=1} F^k P
