@@ -513,8 +513,12 @@ class Target:
                 raise ParameterError("scale", "extras['scale']: every spread must be > 0")
             add(loc, sd)
         if self.mode_centres is not None and self.mode_sd is not None:
-            for centre, sd in zip(self.mode_centres, self.mode_sd, strict=True):
-                add(centre, sd)
+            # every mode at once (a loop of add() over 25 modes took most of a short run's set-up)
+            centres = np.asarray(self.mode_centres, float).reshape(-1, d)
+            sds = np.asarray(self.mode_sd, float)
+            sds = np.broadcast_to(sds.reshape(centres.shape[0], -1), centres.shape)
+            finite = np.all(np.isfinite(centres), axis=1) & np.all(np.isfinite(sds), axis=1)
+            out.extend((c.copy(), v.copy()) for c, v in zip(centres[finite], sds[finite], strict=True))
         if self.mean is not None and self.second_moment is not None:
             var = np.diag(np.asarray(self.second_moment, float)) - np.asarray(self.mean, float) ** 2
             add(self.mean, np.sqrt(np.clip(var, 0.0, None)))
@@ -564,9 +568,9 @@ class Target:
         if not sources:
             return _FALLBACK_FACTOR * max(1.0, float(np.max(box)))
         k = _SCALE_SDS * np.sqrt(max(1.0, temperature))
-        return max(
-            float(np.max(np.abs(loc) + np.maximum(k * sd, _BOX_FACTOR * (box + np.abs(loc))))) for loc, sd in sources
-        )
+        loc = np.abs(np.array([m for m, _ in sources]))
+        sd = np.array([v for _, v in sources])
+        return float(np.max(loc + np.maximum(k * sd, _BOX_FACTOR * (box + loc))))
 
     def _modified(self, method: str, **kwargs) -> TargetSpec | None:
         if self.spec is None:
