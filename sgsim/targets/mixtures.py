@@ -294,6 +294,7 @@ def _mixture_lanes_by_components(theta, means, lin, const, half_prec, out, scrat
     # components (vectorised), then the sums in the components' order over the nonzero weights
     n_comp = const.shape[0]
     ex = scratch[0]
+    wt = scratch[1]
     for lane in range(theta.shape[1]):
         x0 = theta[0, lane]
         x1 = theta[1, lane]
@@ -303,15 +304,15 @@ def _mixture_lanes_by_components(theta, means, lin, const, half_prec, out, scrat
             e = const[j] - half_prec[j] * sq + lin[j, 0] * x0 + lin[j, 1] * x1
             ex[j] = e
             best = e if e > best else best
+        for j in range(n_comp):
+            t = ex[j] - best
+            wt[j] = _vexp(max(t, _FLOOR)) if t > _BLOCK_SKIP else 0.0
         total = 0.0
         g0 = 0.0
         g1 = 0.0
         for j in range(n_comp):
-            t = ex[j] - best
-            # the lane form's weight, exp(max(t, floor)) above the skip and 0 below, computed only
-            # where it is not 0 (a few of the components; max(t, floor) = t there): the same bits
-            if t > _BLOCK_SKIP:
-                w = _vexp(t)
+            w = wt[j]
+            if w != 0.0:
                 total += w
                 c = w * 2.0 * half_prec[j]
                 g0 += c * (x0 - means[j, 0])
