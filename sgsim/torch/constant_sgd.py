@@ -530,11 +530,7 @@ class PreconditionedSGD(_NoiseEstimating):
     unbias : bool
         Divide eq. 21 by its bias factor (default); False is the paper's form.
     on_divergence, check_every, divergence_bound
-        The divergence check (:class:`~sgsim.torch.Divergence`), as for :class:`~sgsim.torch.SGLD`:
-        ``"raise"`` (default) or ``"mark"``; check after every ``check_every``-th step; a bound
-        ``> 0`` on every ``|theta_i|``, or None (default: only non-finite values diverge). A
-        rate beyond the recursion's stability limit makes the iterates grow geometrically until
-        they overflow: the check names the step and the parameter.
+        The divergence check, as for :class:`ConstantSGD`.
 
     Attributes
     ----------
