@@ -338,6 +338,7 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
         The parser; ``sgsim run`` has one flag per option of every registered method, whose
         values land in the dict ``method_options``.
     """
+    from .driver import STEP_CHECKS
     from .integrators import METHODS
     from .targets import FACTORIES, TARGETS
 
@@ -427,7 +428,7 @@ def build_parser(method: str | None = None) -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--step-check",
-        choices=["raise", "warn", "ignore"],
+        choices=list(STEP_CHECKS),
         default="raise",
         help="a step beyond the method's stability limit on the target: refused (default), run with a warning, or "
         "run silently (the divergence check stays on)",
