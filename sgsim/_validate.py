@@ -33,6 +33,7 @@ __all__ = [
     "fits_in_memory",
     "memory_bytes",
     "renamed",
+    "noise_covariance",
     "integer_array",
 ]
 
@@ -269,6 +270,19 @@ def spd_matrix(name: str, value, dim: int, *, allow_singular: bool = False) -> n
     elif lam_min <= 0:
         raise ParameterError(name, f"{name} must be positive definite (smallest eigenvalue {lam_min:.3g})")
     return arr
+
+
+def noise_covariance(name: str, value, dim: int) -> np.ndarray:
+    """A noise covariance: ``None`` -> 0, a number ``s2 >= 0`` -> ``s2 I``, else a symmetric PSD ``(dim, dim)`` matrix.
+
+    Strings, booleans, complex values and ragged nestings are refused by name.
+    """
+    if value is None:
+        return np.zeros((dim, dim))
+    arr = finite_array(name, value)
+    if arr.ndim == 0:
+        return real(name, float(arr), 0.0) * np.eye(dim)
+    return spd_matrix(name, arr, dim, allow_singular=True)
 
 
 @contextlib.contextmanager

@@ -375,46 +375,30 @@ def _sgld_wt_noise(block, target, options):
     return Noise((block.step_size * block.temperature, (0.5 * block.step_size) ** 2), (eye, v))
 
 
-def _largest_curvature(target, h: np.ndarray | None) -> tuple[float, str] | None:
-    """``lambda_max(H A)`` with ``A`` U's Hessian, and how it was found; None where nothing bounds it.
+def _sgd_limit(target, options):
+    """``2 N / lambda_max(H A)``: the mean recursion ``I - (epsilon / N) H A`` contracts exactly below it.
 
-    Exactly where the target is Gaussian and says so (its precision); else ``lambda_max(H) L``
-    with ``L`` the target's curvature bound, a bound since ``H A`` is similar to
-    ``H^(1/2) A H^(1/2)``.
+    Without a preconditioner, ``lambda_max(A)`` is the target's curvature bound (exact on a
+    Gaussian). With one, it is exact where the target states its precision; elsewhere the bound
+    ``lambda_max(H) L`` serves (``H A`` is similar to ``H^(1/2) A H^(1/2)``).
     """
+    factor = 2.0 / averaged_loss_scale(options["n_data"])
+    if options["preconditioner"] is None:
+        return curvature_limit(target, factor, "epsilon L / N < 2")
+    h = preconditioner_matrix(options["preconditioner"], target.dim)
     p = known_precision(target)
     if p is not None:
         # eigenvalues of H A: real and positive (similar to A^(1/2) H A^(1/2))
-        lam = float(np.max(np.linalg.eigvals(p if h is None else h @ p).real))
-        return lam, f"lambda_max = {lam:.6g} of {'U' if h is None else 'H'}'s Hessian{'' if h is None else ' product'}"
-    bound = target.curvature_bound()
-    if bound is None or not bound > 0:
-        return None
-    if h is None:
-        return bound, f"lambda_max <= L = {bound:.6g}, the target's curvature bound"
-    scale = float(np.linalg.eigvalsh(h)[-1])
-    how = f"lambda_max(H A) <= lambda_max(H) L = {scale:.6g} x {bound:.6g}, L the target's curvature bound"
-    return bound * scale, how
-
-
-def _sgd_limit(target, options):
-    """``2 N / lambda_max(H A)``: the mean recursion ``I - (epsilon / N) H A`` contracts exactly below it."""
-    h = preconditioner_matrix(options["preconditioner"], target.dim) if options["preconditioner"] is not None else None
-    known = _largest_curvature(target, h)
-    if known is None:
-        return None
-    lam, how = known
-    return 2.0 / (lam * averaged_loss_scale(options["n_data"])), f"epsilon lambda_max(H A) / N < 2, {how}"
+        lam = float(np.max(np.linalg.eigvals(h @ p).real))
+        return factor / lam, f"epsilon lambda_max(H A) / N < 2, lambda_max(H A) = {lam:.6g}"
+    top = float(np.linalg.eigvalsh(h)[-1])
+    return curvature_limit(target, factor / top, f"epsilon lambda_max(H) L / N < 2, lambda_max(H) = {top:.6g}")
 
 
 def _momentum_limit(target, options):
-    """``2 (2 - mu) N / lambda_max(A)``: the heavy-ball recursion's exact limit on a quadratic."""
-    known = _largest_curvature(target, None)
-    if known is None:
-        return None
-    lam, how = known
-    limit = 2.0 * (2.0 - options["damping"]) / (lam * averaged_loss_scale(options["n_data"]))
-    return limit, f"epsilon lambda_max(A) / N < 2 (2 - mu), {how}"
+    """``2 (2 - mu) N / L``: the heavy-ball recursion's exact limit on a quadratic of curvature ``L``."""
+    factor = 2.0 * (2.0 - options["damping"]) / averaged_loss_scale(options["n_data"])
+    return curvature_limit(target, factor, "epsilon L / N < 2 (2 - mu)")
 
 
 def _sgld_wt_limit(target, options):

@@ -15,7 +15,15 @@ import numpy as np
 
 from .. import rng as _rng
 from .._jit import is_compiled, jit
-from .._validate import ParameterError, ParameterTypeError, finite_array, integer, positive_float, real, spd_matrix
+from .._validate import (
+    ParameterError,
+    ParameterTypeError,
+    finite_array,
+    integer,
+    noise_covariance,
+    positive_float,
+    spd_matrix,
+)
 
 __all__ = [
     "Target",
@@ -415,10 +423,9 @@ class Target:
             A non-negative scalar ``s2`` (meaning ``s2 * I``) or a symmetric positive
             semidefinite ``(d, d)`` matrix.
         """
-        arr = finite_array("cov", cov)  # real and finite: no string, bool, complex or ragged nesting
-        if arr.ndim == 0:
-            arr = real("cov", float(arr), 0.0) * np.eye(self.dim)  # a number >= 0 means s2 I
-        cov = spd_matrix("cov", arr, self.dim, allow_singular=True)
+        if cov is None:
+            raise ParameterTypeError("cov", "cov must be a number >= 0 or a (d, d) matrix, got None")
+        cov = noise_covariance("cov", cov, self.dim)
         return replace(self, grad_noise_cov=cov, spec=self._modified("with_gradient_noise", cov=cov))
 
     def with_init_box(self, low, high) -> Target:

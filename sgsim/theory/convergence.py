@@ -759,8 +759,7 @@ def csgld_bound(
 
 def _finite_sums(s: float, s2: float) -> None:
     """Name ``step_size`` where the schedule's sums overflow (a step near the largest float)."""
-    with np.errstate(over="ignore"):
-        finite_values("step_size", s, s2, what="the schedule's sums (sum of steps, sum of squared steps)")
+    finite_values("step_size", s, s2, what="the schedule's sums (sum of steps, sum of squared steps)")
 
 
 def sgld_bound(

@@ -40,6 +40,7 @@ from .._validate import (
     finite_values,
     fits_in_memory,
     integer,
+    noise_covariance,
     real,
     spd_matrix,
 )
@@ -139,16 +140,6 @@ def _spd(name: str, value, dim: int | None = None, allow_singular: bool = False)
     if dim is not None and arr.shape != (dim, dim):
         raise ParameterError(name, f"{name} must have shape ({dim}, {dim}), got {arr.shape}")
     return spd_matrix(name, arr, arr.shape[0], allow_singular=allow_singular)
-
-
-def _noise_cov(name: str, value, dim: int) -> np.ndarray:
-    """``None`` -> 0, scalar ``s2`` -> ``s2 I``, else a symmetric PSD ``(d, d)`` matrix."""
-    if value is None:
-        return np.zeros((dim, dim))
-    arr = finite_array(name, value)  # refuses ragged nestings, strings and booleans by name
-    if arr.ndim == 0:
-        return real(name, float(arr), 0.0) * np.eye(dim)
-    return _spd(name, arr, dim, allow_singular=True)
 
 
 def _sequences(named: dict, n_steps, state_dim: int) -> tuple[dict, int]:
@@ -450,7 +441,7 @@ def sgld_law(
     p = _spd("precision", precision)
     d = p.shape[0]
     b = np.zeros(d) if shift is None else finite_array("shift", shift, (d,))
-    v = _noise_cov("grad_noise_cov", grad_noise_cov, d)
+    v = noise_covariance("grad_noise_cov", grad_noise_cov, d)
     seq, _ = _sequences({"step_size": step_size, "temperature": temperature}, n_steps, d)
     alpha, temp = seq["step_size"], seq["temperature"]
     _positive_seq("step_size", alpha)
@@ -521,7 +512,7 @@ def sghmc_law(
     p = _spd("precision", precision)
     d = p.shape[0]
     b = np.zeros(d) if shift is None else finite_array("shift", shift, (d,))
-    v = _noise_cov("grad_noise_cov", grad_noise_cov, d)
+    v = noise_covariance("grad_noise_cov", grad_noise_cov, d)
     eta = real("friction", friction, 0.0, 1.0, low_open=True)
     gamma_hat = real("gamma_hat", gamma_hat, 0.0, eta)
     noise_correction = boolean("noise_correction", noise_correction)  # a list or "no" was read as True

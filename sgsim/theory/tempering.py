@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import solve_discrete_lyapunov
 
-from .._validate import ParameterError, finite_array, positive_float, real, spd_matrix
+from .._validate import ParameterError, finite_array, noise_covariance, positive_float, real, spd_matrix
 from .exact_law import stationary_covariance
 
 __all__ = ["TemperedLaw", "PeriodicLaw", "tempered_sgld_stationary", "tempered_periodic_law"]
@@ -75,13 +75,7 @@ def _inputs(precision, shift, grad_noise_cov):
     d = p.shape[0]
     p = spd_matrix("precision", p, d)
     c = np.zeros(d) if shift is None else finite_array("shift", shift, (d,))
-    if grad_noise_cov is None:
-        v = np.zeros((d, d))
-    else:
-        v = finite_array("grad_noise_cov", grad_noise_cov)
-        v = v * np.eye(d) if v.ndim == 0 else v
-        v = spd_matrix("grad_noise_cov", v, d, allow_singular=True)
-    return p, c, v, d
+    return p, c, noise_covariance("grad_noise_cov", grad_noise_cov, d), d
 
 
 def tempered_sgld_stationary(
