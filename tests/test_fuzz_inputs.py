@@ -585,17 +585,7 @@ DOCUMENTED_INFINITE = {
 }
 
 
-# Found by this fuzz and not fixed yet (a fix makes the entry XPASS: then remove it)
-KNOWN = {}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=False, reason=KNOWN[n])) if n in KNOWN else n
-        for n in sorted(FUNCTIONS)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
