@@ -31,10 +31,15 @@ from sgsim.targets import Batched, Target, _base, exponential, gaussian, mixture
 
 EPS = np.finfo(np.float64).eps
 LD = np.longdouble
-# block against per-point, per point: rounding only (the exp is within 1 ulp of math.exp, the
-# exponents and sums are the same operations in the same order), once the terms that the per-point
-# form skips (weights below exp(-40)) are accounted for. Measured: at most 4e-16 S.
+# block against per-point, per point: rounding only, once the terms that the per-point form skips
+# (weights below exp(-40)) are accounted for. The exp is within 1 ulp of math.exp, and the sums are
+# the same in the same order (AGREE); the exponents' terms are fused multiply-adds in the block form
+# and not in the per-point one, so each exponent e_j, whose terms are at most
+# T_j = |const_j| + h_j |x|^2 + |lin_j . x| in size, is rounded differently by up to about eps T_j,
+# which moves the gradient by up to that times S (EXPONENT_ROUNDING eps max_j T_j S over the
+# components of weight above exp(-40); measured: at most 0.7 eps T S, on unequal_3d).
 AGREE = 1e-14
+EXPONENT_ROUNDING = 2.0
 # the per-point form skips a component whose exponent is at most -40 below the largest; one at
 # exactly -40 (e.g. a point midway between two modes at distance 3 from a third) may fall on
 # either side of the test by rounding
@@ -134,13 +139,26 @@ def mixture_reference(target, x):
     return g.astype(np.float64), terms.sum(1).astype(np.float64) + floor, skipped.astype(np.float64)
 
 
+def rounding_allowance(target, x):
+    """Per point, the relative difference rounding allows between the block and per-point forms:
+    AGREE plus EXPONENT_ROUNDING eps T, T the largest exponent term size among the components of
+    weight above exp(-40)."""
+    means, lin, const, half_prec = target.params
+    sq = (x**2).sum(1)[:, None]
+    size = np.abs(const)[None] + half_prec[None] * sq + np.abs(x @ lin.T)
+    e = const[None] - half_prec[None] * sq + x @ lin.T
+    weighty = e - e.max(1, keepdims=True) > -40 - SKIP_MARGIN
+    return AGREE + EXPONENT_ROUNDING * EPS * np.where(weighty, size, 0).max(1)
+
+
 def assert_mixture_block_agrees(target, x, params=None):
-    """|block - per-point| <= AGREE S(x) + what the per-point form skips; returns the measured max."""
+    """|block - per-point| <= rounding_allowance S(x) + what the per-point form skips; returns the
+    largest measured difference as a fraction of its allowance."""
     gb, gp = block(target, x, params), point(target, x)
     _, s, skipped = mixture_reference(target, x)
-    excess = np.maximum(np.linalg.norm(gb - gp, axis=1) - skipped, 0) / s
+    excess = np.maximum(np.linalg.norm(gb - gp, axis=1) - skipped, 0) / s / rounding_allowance(target, x)
     worst = int(np.argmax(excess))
-    assert excess[worst] <= AGREE, f"block and grad_u differ by {excess[worst]:.3g} S at {x[worst]}"
+    assert excess[worst] <= 1.0, f"block and grad_u differ by {excess[worst]:.3g} allowances at {x[worst]}"
     return float(excess.max())
 
 
@@ -151,7 +169,7 @@ def test_mixture_block_agrees_with_grad_u(name):
     assert target.grad_u_block is expected
     x = mixture_points(target, 2000, seed=len(name))
     assert x.shape[0] == 10_000
-    assert assert_mixture_block_agrees(target, x) <= AGREE
+    assert assert_mixture_block_agrees(target, x) <= 1.0
 
 
 @pytest.mark.parametrize("name", ["mixture_25", "unequal_3d"])
@@ -162,8 +180,12 @@ def test_mixture_block_negative_controls(name):
     dropped = (means[:-1], lin[:-1], const[:-1], half_prec[:-1])
     with pytest.raises(AssertionError, match="differ by"):
         assert_mixture_block_agrees(target, x, dropped)
-    # one weight off by a relative 1e-13 (an exp that far from exact would be) is seen too
-    nudged = (means, lin, const + np.r_[1e-13, np.zeros(const.size - 1)], half_prec)
+    # one weight off by a relative 1e-12 (an exp that far from exact would be) is seen too: that of
+    # the component nearest the origin, whose exponent's terms are small, so that its rounding is
+    # (measured: 6 allowances on mixture_25, 38 on unequal_3d)
+    near = np.zeros(const.size)
+    near[np.argmin(np.abs(means).sum(1))] = 1e-12
+    nudged = (means, lin, const + near, half_prec)
     with pytest.raises(AssertionError, match="differ by"):
         assert_mixture_block_agrees(target, x, nudged)
 
@@ -174,18 +196,19 @@ def test_mixture_block_as_accurate_as_grad_u_against_long_double(name):
     # 300 points of every kind; the long-double reference's own error is ~1e-19 S. The block form
     # sums every component, so it is never worse than the per-point one beyond rounding (which
     # skips some: 1.5e-9 S from the reference on the 3x3 mixture, midway between two modes at
-    # distance 3 from a third, whose weight is exactly exp(-40)). Measured: block within 2.4e-14 S.
+    # distance 3 from a third, whose weight is exactly exp(-40)). Measured: block within 6e-14 S.
     target = MIXTURES[name]
     x = mixture_points(target, 60, seed=7)
     ref, s, _ = mixture_reference(target, x)
+    allowed = rounding_allowance(target, x)
     err_block = np.linalg.norm(block(target, x) - ref, axis=1) / s
     err_point = np.linalg.norm(point(target, x) - ref, axis=1) / s
-    assert np.all(err_block <= err_point + AGREE), np.max(err_block - err_point)
+    assert np.all(err_block <= err_point + allowed), np.max(err_block - err_point - allowed)
     assert np.max(err_block) <= 1e-13
     # the control: with a component dropped, the same comparison fails
     means, lin, const, half_prec = target.params
     dropped = block(target, x, (means[:-1], lin[:-1], const[:-1], half_prec[:-1]))
-    assert not np.all(np.linalg.norm(dropped - ref, axis=1) / s <= err_point + AGREE)
+    assert not np.all(np.linalg.norm(dropped - ref, axis=1) / s <= err_point + allowed)
 
 
 def test_block_lanes_are_independent_of_the_block_width():

@@ -148,30 +148,69 @@ def test_sincos_is_within_one_ulp_of_libm():
     assert s[0] == 0.0 and c[0] == 1.0 and c[1] == math.cos(math.pi / 2) and s[2] == math.sin(-math.pi)
 
 
+_fma = np.frompyfunc(V._fma_exact, 3, 1)  # a * b + c rounded once, exactly (Python's rationals)
+
+
+def _fused(a, b, c):
+    return _fma(a, b, c).astype(np.float64)
+
+
 def _numpy_exp(x, degree=13):
-    """The steps of _vmath.exp in NumPy, the Taylor polynomial of exp(r) cut at ``degree``."""
+    """The steps of _vmath.exp in NumPy, each fused multiply-add rounded once by exact rational
+    arithmetic; the Taylor polynomial of exp(r) cut at ``degree``.
+    """
     x = np.minimum(np.maximum(x, V._EXP_LO), V._EXP_HI)
-    k = x * V._LOG2E + V._SHIFT
+    k = _fused(x, V._LOG2E, V._SHIFT)
     nf = k - V._SHIFT
     n = k.view(np.int64) - V._SHIFT_BITS
-    r = (x - nf * V._LN2_HI) - nf * V._LN2_LO
+    r = _fused(-nf, V._LN2_LO, _fused(-nf, V._LN2_HI, x))
     p = np.full_like(r, 1.0 / math.factorial(degree))
     for j in range(degree - 1, 1, -1):
-        p = 1.0 / math.factorial(j) + r * p
-    y = 1.0 + (r + (r * r) * p)
+        p = _fused(r, p, 1.0 / math.factorial(j))
+    y = 1.0 + _fused(r * r, p, r)
     h = n >> 1
     return (y * ((h + V._EXP_BIAS) << 52).view(np.float64)) * ((n - h + V._EXP_BIAS) << 52).view(np.float64)
 
 
 def test_exp_is_its_numpy_transcription_and_a_shorter_polynomial_is_rejected():
+    # 20,000 points: the transcription's exact rounding costs microseconds a value
     rng = np.random.default_rng(4)
-    x = np.concatenate([rng.uniform(-745.0, 709.7, N // 4), rng.uniform(-1.0, 1.0, N // 4)])
+    x = np.concatenate([rng.uniform(-745.0, 709.7, 10_000), rng.uniform(-1.0, 1.0, 10_000)])
     ref = _libm(math.exp, x)
     assert np.array_equal(_apply(_exp_loop, x), _numpy_exp(x))
     # negative control: degree 10 leaves r^11 / 11! ~ 2e-13 relative at |r| = ln(2) / 2, hundreds of ulps
     with pytest.raises(AssertionError, match="ulps >"):
         _assert_within_ulps(_numpy_exp(x, degree=10), ref, BOUND, "exp of degree 10")
     assert _ulps(_numpy_exp(x, degree=10), ref).max() > 100
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "c"),
+    [
+        (1.0 + 2.0**-52, 1.0 - 2.0**-52, -1.0),  # the product's low bits, which an unfused sum loses
+        (0.1, 10.0, -1.0),
+        (3.0, 5.0, 7.0),
+        (-0.0, 1.0, -0.0),
+        (1e308, 10.0, -1e308),
+        (2.0**-1074, 0.5, 0.0),
+    ],
+)
+def test_fma_is_rounded_once(a, b, c):
+    from fractions import Fraction
+
+    @jit
+    def fused(a, b, c):
+        return V.fma(a, b, c)
+
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    want = V._fma_exact(a, b, c)
+    got = fused(a, b, c)
+    assert math.copysign(1.0, got) == math.copysign(1.0, want) and (got == want or got != got == want != want)
+    if math.isfinite(want) and exact != 0:
+        assert abs(Fraction(want) - exact) <= abs(Fraction(math.nextafter(want, math.inf)) - Fraction(want))
+    if a == 1.0 + 2.0**-52:
+        # the control: the unfused form rounds the product first and gives 0, not -2^-104
+        assert got == -(2.0**-104) and a * b + c == 0.0
 
 
 # ----------------------------------------------------------------------------- vector code
