@@ -240,9 +240,9 @@ def mixture_grad_u_block_2d(theta, params, out, scratch):
 
     A block of fewer than :data:`LANES_MIN` lanes cannot fill a vector register, so there
     the loops run over the components instead, lane by lane (when ``scratch`` has a row as
-    long as the components: the samplers' loops give it 256): each component's exponent and
-    weight computed as in the lane form, and the sums taken in the components' order over
-    those of nonzero weight. A weight the select makes 0 adds exactly nothing to a sum, so
+    long as the components: the samplers' loops give it 256): each component's exponent
+    computed as in the lane form, and the weights and sums in the components' order over those
+    the lane form does not set to zero (only their exponentials are computed). A weight the select makes 0 adds exactly nothing to a sum, so
     each lane gets the same bits either way (up to the sign of a zero coordinate), and a
     chain's draws do not depend on how many chains run beside it.
     """
@@ -298,29 +298,45 @@ LANES_MIN = 8
 
 @jit(inline=True)
 def _mixture_lanes_by_components(theta, means, lin, const, half_prec, out, scratch):
-    # mixture_grad_u_block_2d lane by lane: the components' exponents and weights in loops over the
-    # components (vectorised), then the sums in the components' order over the nonzero weights
+    # mixture_grad_u_block_2d lane by lane: the components' exponents in a loop over the components
+    # (vectorised), their largest by four running maxima (a maximum does not depend on the order),
+    # then the weights and sums in the components' order over those above the skip, whose
+    # exponentials alone are computed: the lane form's zero weights add exactly nothing
     n_comp = const.shape[0]
     ex = scratch[0]
-    wt = scratch[1]
+    m = n_comp - n_comp % 4
     for lane in range(theta.shape[1]):
         x0 = theta[0, lane]
         x1 = theta[1, lane]
         sq = fma(x1, x1, x0 * x0)
-        best = -np.inf
         for j in range(n_comp):
-            e = fma(lin[j, 1], x1, fma(lin[j, 0], x0, fma(-half_prec[j], sq, const[j])))
-            ex[j] = e
-            best = e if e > best else best
-        for j in range(n_comp):
-            t = ex[j] - best
-            wt[j] = _vexp(max(t, _FLOOR)) if t > _BLOCK_SKIP else 0.0
+            ex[j] = fma(lin[j, 1], x1, fma(lin[j, 0], x0, fma(-half_prec[j], sq, const[j])))
+        b0 = -np.inf
+        b1 = -np.inf
+        b2 = -np.inf
+        b3 = -np.inf
+        for j in range(0, m, 4):
+            e0 = ex[j]
+            e1 = ex[j + 1]
+            e2 = ex[j + 2]
+            e3 = ex[j + 3]
+            b0 = e0 if e0 > b0 else b0
+            b1 = e1 if e1 > b1 else b1
+            b2 = e2 if e2 > b2 else b2
+            b3 = e3 if e3 > b3 else b3
+        for j in range(m, n_comp):
+            e0 = ex[j]
+            b0 = e0 if e0 > b0 else b0
+        b0 = b1 if b1 > b0 else b0
+        b2 = b3 if b3 > b2 else b2
+        best = b2 if b2 > b0 else b0
         total = 0.0
         g0 = 0.0
         g1 = 0.0
         for j in range(n_comp):
-            w = wt[j]
-            if w != 0.0:
+            t = ex[j] - best
+            if t > _BLOCK_SKIP:
+                w = _vexp(max(t, _FLOOR))
                 total += w
                 c = w * (2.0 * half_prec[j])
                 g0 = fma(c, x0 - means[j, 0], g0)
