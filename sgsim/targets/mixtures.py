@@ -242,9 +242,10 @@ def mixture_grad_u_block_2d(theta, params, out, scratch):
     the loops run over the components instead, lane by lane (when ``scratch`` has a row as
     long as the components: the samplers' loops give it 256): each component's exponent
     computed as in the lane form, and the weights and sums in the components' order over those
-    the lane form does not set to zero (only their exponentials are computed). A weight the select makes 0 adds exactly nothing to a sum, so
-    each lane gets the same bits either way (up to the sign of a zero coordinate), and a
-    chain's draws do not depend on how many chains run beside it.
+    the lane form does not set to zero (only their exponentials are computed). A weight the
+    select makes 0 adds exactly nothing to a sum, so each lane gets the same bits either way
+    (up to the sign of a zero coordinate), and a chain's draws do not depend on how many
+    chains run beside it.
     """
     means, lin, const, half_prec = params
     n = theta.shape[1]
