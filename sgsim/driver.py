@@ -91,6 +91,13 @@ _BLOCK_SECONDS = 0.2
 # a block is at most this many times as long as the one before (a first block that compiled the
 # loop, or a quicker machine, is followed by a few growing ones)
 _BLOCK_GROWTH = 8
+# seconds a replica-step took on one worker, by loop and the shapes of the target's arrays, as the
+# last block of the last run measured it: a later run of the same loop and sizes starts with a block
+# of _BLOCK_SECONDS at that rate, not with one step (a short run is then one block, not three)
+_RATES: dict = {}
+#: runs of independent chains with fewer replica-steps than this run on one thread: at 25 ns a
+#: chain-step that is half a millisecond, less than handing each block to the pool's threads costs
+THREAD_MIN_WORK = 20_000
 
 
 def _block_cap(n_rep: int, workers: int, d: int) -> int:
@@ -108,15 +115,15 @@ _BLOCK_INPUT_BYTES = 2 * 25 + 26
 class _Blocks:
     """The blocks ``[k0, k1)`` of a range of steps, each sized from the time the last one took.
 
-    The first block is one step; each next one aims at ``_BLOCK_SECONDS`` at the rate of the
-    last block timed (:meth:`took`), at most ``_BLOCK_GROWTH`` times the one before and ``cap``
-    steps. Where the blocks fall changes no bit of a run (the loops carry everything across
-    them), only how soon a run sees Ctrl-C.
+    The first block is ``first`` steps (one where no rate is known); each next one aims at
+    ``_BLOCK_SECONDS`` at the rate of the last block timed (:meth:`took`), at most
+    ``_BLOCK_GROWTH`` times the one before and ``cap`` steps. Where the blocks fall changes no bit
+    of a run (the loops carry everything across them), only how soon a run sees Ctrl-C.
     """
 
-    def __init__(self, k0: int, k1: int, cap: int):
+    def __init__(self, k0: int, k1: int, cap: int, first: int = 1):
         self.k, self.stop, self.cap = int(k0), int(k1), max(1, int(cap))
-        self.size = 1
+        self.size = int(max(1, min(self.cap, first)))
 
     def next(self) -> tuple[int, int] | None:
         """The next block, or None when the range is done."""
@@ -768,7 +775,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         # starts sampling at once), else compiled in memory with the gradient as an argument
         kept_row = alg.kept_row
         philox = run.stream == "philox"
-        workers = min(n_threads, n_rep)
+        workers = min(n_threads, n_rep) if n_rep * (k_stop - k_start) >= THREAD_MIN_WORK else 1
         lanes = _use_lanes(run)
         if lanes:
             shape = (d, buf.state.shape[1])
@@ -800,7 +807,17 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
     # on threads much longer, for each block ends in a barrier that costs every thread a wake-up
     # (on a machine of few cores, as long as the block itself); the per-step arrays of a block
     # stay below some MB whatever d
-    blocks = _Blocks(k_start, k_stop, _block_cap(n_rep, workers, d))
+    rate_key = (loop, tuple(getattr(p, "shape", type(p)) for p in target.params))
+    rate = _RATES.get(rate_key)
+    cap = _block_cap(n_rep, workers, d)
+    first = 1 if rate is None else int(min(cap, _BLOCK_SECONDS * workers / max(rate * n_rep, 1e-300)))
+    blocks = _Blocks(k_start, k_stop, cap, first)
+
+    def took(steps, seconds):
+        blocks.took(steps, seconds)
+        if len(_RATES) >= 256:  # a bound on what a long sweep over many sizes keeps
+            _RATES.clear()
+        _RATES[rate_key] = seconds * workers / (steps * n_rep)
 
     def inputs(bounds):
         # the block's per-step values, shared by every replica
@@ -849,7 +866,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
                 if pool is None:
                     for c0, c1 in chunks:
                         advance(c0, c1, k0, alpha, noise, store, inj)
-                    blocks.took(k1 - k0, time.perf_counter() - t0)
+                    took(k1 - k0, time.perf_counter() - t0)
                     ahead = inputs(blocks.next())
                 else:
                     # this thread is one of the workers: it and workers - 1 of the pool take the
@@ -866,7 +883,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
                     for future in futures:
                         future.result()
                     futures = []
-                    blocks.took(k1 - k0, time.perf_counter() - t0)
+                    took(k1 - k0, time.perf_counter() - t0)
                 if progress is not None:
                     progress.update((k1 - k0) * n_rep)
     finally:

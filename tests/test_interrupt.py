@@ -158,6 +158,32 @@ def test_the_first_block_is_one_step_and_later_ones_follow_the_time_they_take():
     blocks.took(40_000, 4.0)  # 10^4 steps a second: blocks of _BLOCK_SECONDS
     k0, k1 = blocks.next()
     assert k1 - k0 == int(driver._BLOCK_SECONDS * 10_000)
+    # a run that knows the rate from an earlier one starts there, within the cap
+    assert driver._Blocks(0, 10**6, 40_000, first=2_000).next() == (0, 2_000)
+    assert driver._Blocks(0, 10**6, 40_000, first=10**9).next() == (0, 40_000)
+
+
+def test_a_second_run_of_a_loop_starts_with_a_block_of_the_rate_it_measured(monkeypatch):
+    sizes = []
+    real_init = driver._Blocks.__init__
+
+    def recorded(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        sizes.append(self.size)
+
+    monkeypatch.setattr(driver._Blocks, "__init__", recorded)
+    monkeypatch.setattr(driver, "_RATES", {})
+    kw = dict(step_size=0.01, n_chains=3, seed=1)
+    first = sgsim.sample("mixture_3x3", "sgld", 2000, **kw)
+    second = sgsim.sample("mixture_3x3", "sgld", 2000, **kw)
+    # the first run knew no rate: one step; the second starts with 0.2 s of steps at the rate the
+    # first one's last block took (thousands: the whole run), and gives the same bits
+    assert sizes[0] == 1 and sizes[1] >= 2000, sizes
+    assert _same_bits(first, second)
+    # control: without the remembered rate the second run starts with one step again
+    driver._RATES.clear()
+    sgsim.sample("mixture_3x3", "sgld", 2000, **kw)
+    assert sizes[2] == 1
 
 
 # ----------------------------------------------------------------------------- fork during a compilation
