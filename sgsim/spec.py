@@ -145,7 +145,7 @@ class RunSpec:
 
 def _encode(value: Any, path: str, arrays: dict) -> Any:
     if isinstance(value, np.ndarray):
-        arrays[path] = value
+        arrays[path] = np.array(value)  # the record's own copy
         return {_ARRAY: path}
     if isinstance(value, np.generic):
         return value.item()
@@ -175,7 +175,12 @@ def _decode(value: Any, arrays: dict) -> Any:
 def encode(spec: RunSpec) -> tuple[str, dict[str, np.ndarray]]:
     """``(JSON text, arrays)``: the spec with each array replaced by a reference to ``arrays``."""
     arrays: dict[str, np.ndarray] = {}
-    text = json.dumps(_encode(spec.to_dict(), "spec", arrays), sort_keys=True)
+    # the fields as they are (what to_dict gives, without its deep copy: _encode builds new
+    # containers and copies the arrays, at a fifth of the cost)
+    plain = {f.name: getattr(spec, f.name) for f in fields(spec)}
+    if spec.target is not None:
+        plain["target"] = {f.name: getattr(spec.target, f.name) for f in fields(spec.target)}
+    text = json.dumps(_encode(plain, "spec", arrays), sort_keys=True)
     return text, arrays
 
 
