@@ -322,7 +322,10 @@ def _lane_loop(state, rngs, works, failed, grad_u, grad_u_block, params, alpha, 
             a = alpha[j]
             k = k0 + j
             t = temps[j]
-            if MOVES:
+            # the move half of a block's first step here; that of every later step at the end of the
+            # step before, in the same pass over the chains as its update (the same operations in
+            # the same order for each chain, one copy of its state less)
+            if MOVES and j == 0:
                 for q in range(n):
                     if live[q]:
                         for r in range(n_state):
@@ -370,22 +373,28 @@ def _lane_loop(state, rngs, works, failed, grad_u, grad_u_block, params, alpha, 
                 for r in range(1, n_state):
                     for i in range(d):
                         ok = ok and math.isfinite(x[r, i])
-                for r in range(n_state):
-                    for i in range(d):
-                        xb[q, r, i] = x[r, i]
                 if not ok:
+                    for r in range(n_state):
+                        for i in range(d):
+                            xb[q, r, i] = x[r, i]
                     failed[c0 + q] = k
                     live[q] = False
                     for i in range(d):
                         th[i, q] = 0.0
                     continue
-                for i in range(d):
-                    th[i, q] = theta[i]
                 if s >= 0:
                     for i in range(d):
                         out[c0 + q, s, i] = kept[i]
                 elif s == MOMENTS:
                     welford_update(kept, count, mean, m2, c0 + q, delta)
+                if MOVES and j + 1 < nb:
+                    a_next = alpha[j + 1]
+                    _move(x, theta, a_next, consts)
+                for r in range(n_state):
+                    for i in range(d):
+                        xb[q, r, i] = x[r, i]
+                for i in range(d):
+                    th[i, q] = theta[i]
         for q in range(n):
             for r in range(n_state):
                 for i in range(d):
