@@ -500,15 +500,24 @@ class Target:
         prior's mean with its standard deviations (the regression targets). Empty when nothing is
         known (:meth:`divergence_bound` then falls back).
         """
+        loc, sd = self._scale_arrays()
+        return [(m.copy(), v.copy()) for m, v in zip(loc, sd, strict=True)]
+
+    def _scale_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`scale_sources` as two arrays of shape ``(n, d)``, in the same order (one
+        concatenation, not a pair of arrays per mode: a short run's set-up reads it).
+        """
         d = self.dim
-        out: list[tuple[np.ndarray, np.ndarray]] = []
+        locs: list[np.ndarray] = []
+        sds: list[np.ndarray] = []
         ex = self.extras or {}
 
-        def add(loc, sd, what="scale"):
-            loc = np.broadcast_to(np.asarray(loc, float), (d,)).copy()
-            sd = np.broadcast_to(np.asarray(sd, float), (d,)).copy()
+        def add(loc, sd):
+            loc = np.broadcast_to(np.asarray(loc, float), (d,))
+            sd = np.broadcast_to(np.asarray(sd, float), (d,))
             if np.all(np.isfinite(loc)) and np.all(np.isfinite(sd)):
-                out.append((loc, sd))
+                locs.append(loc[None])
+                sds.append(sd[None])
 
         declared = ex.get("scale")
         if declared is not None:
@@ -522,10 +531,11 @@ class Target:
         if self.mode_centres is not None and self.mode_sd is not None:
             # every mode at once (a loop of add() over 25 modes took most of a short run's set-up)
             centres = np.asarray(self.mode_centres, float).reshape(-1, d)
-            sds = np.asarray(self.mode_sd, float)
-            sds = np.broadcast_to(sds.reshape(centres.shape[0], -1), centres.shape)
-            finite = np.all(np.isfinite(centres), axis=1) & np.all(np.isfinite(sds), axis=1)
-            out.extend((c.copy(), v.copy()) for c, v in zip(centres[finite], sds[finite], strict=True))
+            spreads = np.asarray(self.mode_sd, float)
+            spreads = np.broadcast_to(spreads.reshape(centres.shape[0], -1), centres.shape)
+            finite = np.all(np.isfinite(centres), axis=1) & np.all(np.isfinite(spreads), axis=1)
+            locs.append(centres[finite])
+            sds.append(spreads[finite])
         if self.mean is not None and self.second_moment is not None:
             var = np.diag(np.asarray(self.second_moment, float)) - np.asarray(self.mean, float) ** 2
             add(self.mean, np.sqrt(np.clip(var, 0.0, None)))
@@ -537,7 +547,9 @@ class Target:
             diag = np.diag(prec) if prec.ndim == 2 else prec
             if np.all(diag > 0):
                 add(ex.get("prior_mean", 0.0), 1.0 / np.sqrt(diag))
-        return out
+        if not locs:
+            return np.empty((0, d)), np.empty((0, d))
+        return np.concatenate(locs), np.concatenate(sds)
 
     def divergence_bound(self, temperature: float = 1.0) -> float:
         r"""The default bound ``B`` of a healthy chain: a chain with ``max_i |theta_i| > B`` has diverged.
@@ -571,12 +583,11 @@ class Target:
         if not (np.isfinite(temperature) and temperature >= 0):
             raise ParameterError("temperature", f"temperature must be finite and >= 0, got {temperature}")
         box = np.maximum(np.abs(self.init_low), np.abs(self.init_high))
-        sources = self.scale_sources()
-        if not sources:
+        loc, sd = self._scale_arrays()
+        if loc.shape[0] == 0:
             return _FALLBACK_FACTOR * max(1.0, float(np.max(box)))
         k = _SCALE_SDS * np.sqrt(max(1.0, temperature))
-        loc = np.abs(np.array([m for m, _ in sources]))
-        sd = np.array([v for _, v in sources])
+        loc = np.abs(loc)
         return float(np.max(loc + np.maximum(k * sd, _BOX_FACTOR * (box + loc))))
 
     def _modified(self, method: str, **kwargs) -> TargetSpec | None:
