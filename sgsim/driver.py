@@ -38,6 +38,7 @@ Every result records its run spec; :func:`sgsim.replay` reruns it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import threading
@@ -98,6 +99,15 @@ _RATES: dict = {}
 #: runs of independent chains with fewer replica-steps than this run on one thread: at 25 ns a
 #: chain-step that is half a millisecond, less than handing each block to the pool's threads costs
 THREAD_MIN_WORK = 20_000
+
+
+@functools.lru_cache(maxsize=256)
+def _required_parameters(fn) -> frozenset:
+    """The parameters of ``fn`` that have no default (read once per function: a short run's set-up
+    reads them).
+    """
+    params = inspect.signature(fn).parameters
+    return frozenset(name for name, p in params.items() if p.default is inspect.Parameter.empty)
 
 
 def _block_cap(n_rep: int, workers: int, d: int) -> int:
@@ -298,9 +308,8 @@ def _prepare(
             raise ParameterTypeError("n_steps", "n_steps is required when no schedule is given")
         if "step_size" not in sched_kw:
             raise ParameterTypeError("step_size", f"method {method.name!r} needs step_size (or an explicit schedule)")
-        params = inspect.signature(method.schedule).parameters
         for name in method.schedule_options:
-            if name not in sched_kw and name in params and params[name].default is inspect.Parameter.empty:
+            if name not in sched_kw and name in _required_parameters(method.schedule):
                 raise ParameterTypeError(name, f"method {method.name!r} needs {name} (or an explicit schedule)")
         schedule = method.schedule(n_steps, **sched_kw)
     common = {"noise_correction": noise_correction}
