@@ -170,8 +170,9 @@ def exp(x):
     ``x = n ln 2 + r`` with ``n`` the nearest integer to ``x / ln 2`` (so ``|r| <= ln(2) / 2``,
     ``ln 2`` split in two parts so that ``r`` is computed almost exactly), ``e ** r`` by its
     Taylor polynomial of degree 13 in Horner's scheme, each step a fused multiply-add
-    (:func:`fma`, so the same bits on every machine), and ``2 ** n`` applied as two factors built from their bits,
-    so that results down to the smallest subnormal come out as in ``math.exp``.
+    (:func:`fma`, so the same bits on every machine), and ``2 ** n`` applied as two factors
+    built from their bits, so that results down to the smallest subnormal come out as in
+    ``math.exp``.
 
     Parameters
     ----------

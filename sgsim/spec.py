@@ -176,7 +176,7 @@ def encode(spec: RunSpec) -> tuple[str, dict[str, np.ndarray]]:
     """``(JSON text, arrays)``: the spec with each array replaced by a reference to ``arrays``."""
     arrays: dict[str, np.ndarray] = {}
     # the fields as they are (what to_dict gives, without its deep copy: _encode builds new
-    # containers and copies the arrays, at a fifth of the cost)
+    # containers and copies the arrays, at half the cost)
     plain = {f.name: getattr(spec, f.name) for f in fields(spec)}
     if spec.target is not None:
         plain["target"] = {f.name: getattr(spec.target, f.name) for f in fields(spec.target)}
