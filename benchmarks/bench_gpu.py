@@ -77,7 +77,13 @@ class Timed:
 
 
 def run_gpu(backend, method, n_chains, precision, storage="final", thin=1, seed=0):
-    """(kernel s, sampling s, end-to-end s, result) of one run, the executor timed."""
+    """(kernel s, sampling s, end-to-end s, result) of one run, the executor timed.
+
+    No divergence bound and no step check, as the CPU benchmarks run this workload: its schedule's
+    3-step warm-up lies beyond SGLD's stability limit, and at its largest steps (79 % of SGHMC's
+    limit on the mixture) a few SGHMC chains in a thousand swing out to |theta_i| of about 65 and
+    come back as the step shrinks, past the mixture's automatic bound of 60.
+    """
     timed = Timed(runner.executor(backend))
     original = runner.executor
     runner.executor = lambda name: timed
@@ -86,7 +92,8 @@ def run_gpu(backend, method, n_chains, precision, storage="final", thin=1, seed=
         t = time.perf_counter()
         result = sgsim.sample(
             "mixture_25", method, schedule=schedule(N_STEPS), n_chains=n_chains, init=np.zeros(2), seed=seed,
-            storage=storage, thin=thin, backend=backend, precision=precision, **kw,
+            storage=storage, thin=thin, backend=backend, precision=precision, divergence_bound=None,
+            step_check="ignore", **kw,
         )  # fmt: skip
         wall = time.perf_counter() - t
     finally:
@@ -120,11 +127,12 @@ def cpu_section(n_chains, reps):
     rows = []
     for method in ("sgld", "sghmc"):
         kw = {"friction": FRICTION} if method == "sghmc" else {}
-        sgsim.sample("mixture_25", method, schedule=schedule(10), n_chains=4, init=np.zeros(2), storage="final", **kw)
+        sgsim.sample("mixture_25", method, schedule=schedule(10), n_chains=4, init=np.zeros(2), storage="final",
+                     divergence_bound=None, step_check="ignore", **kw)  # fmt: skip
         times = []
         for r in range(reps):
             res = sgsim.sample("mixture_25", method, schedule=schedule(N_STEPS), n_chains=n_chains, init=np.zeros(2),
-                               storage="final", seed=r, **kw)  # fmt: skip
+                               storage="final", seed=r, divergence_bound=None, step_check="ignore", **kw)  # fmt: skip
             times.append(float(res.attrs["sampling_time_s"]))
         rows.append({"method": method, "chains": n_chains, "sampling_ps": ps(statistics.median(times), n_chains)})
         print(

@@ -637,6 +637,9 @@ def main(argv=None) -> int:
                 continue
             results[stage.name] = run_stage(stage, min(stage.timeout, left), log)
             outputs[stage.name] = stage.output
+            if stage.output is not None and stage.output.is_file():
+                # kept beside the log as each stage ends: a run cut short still returns what it finished
+                shutil.copy2(stage.output, args.outdir / stage.output.name)
         report = assemble(args, results, outputs, started, time.monotonic() - t0, argv)
         validate(report)
         (args.outdir / "gpu_check.json").write_text(json.dumps(report, indent=1))
