@@ -214,6 +214,9 @@ def plan(args, work: Path) -> list[Stage]:
                 "-q",
                 "-p",
                 "no:cacheprovider",
+                # pytest-benchmark (where installed) stops a run under xdist with a warning-turned-error
+                "-p",
+                "no:benchmark",
                 "tests/test_gpu.py",
                 "--durations",
                 "15",

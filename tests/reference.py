@@ -358,13 +358,14 @@ def philox4x32_10(counter, key, rounds=10):
 def box_muller(words, precision):
     """The normals of one Philox block as sgsim.gpu.kernels makes them (4 in float32, 2 in float64).
 
-    Box-Muller: ``sqrt(-2 log u) (cos phi, sin phi)``, ``phi = 2 pi (v - 1/2)``, from 24-bit
-    (float32) or 53-bit (float64) uniforms ``u`` in (0, 1) and ``v`` in [0, 1).
+    Box-Muller: ``sqrt(-2 log u) (cos phi, sin phi)``, ``phi = 2 pi (v - 1/2)``, from uniforms
+    ``u`` in (0, 1) (23-bit midpoints in float32, 53-bit in float64) and ``v`` in [0, 1) (24 and
+    53 bits).
     """
     if precision == "float32":
         out = []
         for h in range(2):
-            u = ((words[2 * h] >> 8) + 0.5) * 2.0**-24
+            u = ((words[2 * h] >> 9) + 0.5) * 2.0**-23
             v = (words[2 * h + 1] >> 8) * 2.0**-24
             r, phi = np.sqrt(-2.0 * np.log(u)), 2 * np.pi * (v - 0.5)
             out += [r * np.cos(phi), r * np.sin(phi)]

@@ -166,6 +166,50 @@ def test_normals_have_the_standard_normal_moments(precision):
         assert_within_se(np.array([(1.01 * z).var()]), 1.0, np.sqrt(2 / n), what="normal moments")
 
 
+# Block 18544538 of chain 0 under seed 0 has word 2 = 0xffffffd9, whose top 24 bits are all ones
+# (found by running sgsim.philox over the counters): the uniform at the top of its range.
+EDGE_SEED, EDGE_BLOCK = 0, 18544538
+
+
+def _edge_normals(executor, precision="float32"):
+    run, _ = prepare(LINEAR, "sgld", 10, step_size=0.1)
+    source = kernels.render(run, precision, device=executor != "host")
+    ex = host.HostExecutor() if executor == "host" else _cuda_executor()
+    lib = host.build(source) if executor == "host" else ex.build(source)
+    key = runner.philox_key(EDGE_SEED)
+    return ex.normals(lib, source, 1, 4 * EDGE_BLOCK, 4, key)[0].astype(np.float64), key
+
+
+def _cuda_executor():
+    from sgsim.gpu.device import CudaExecutor
+
+    return CudaExecutor()
+
+
+def _check_edge(z, key):
+    words = R.philox4x32_10([EDGE_BLOCK, 0, 0, 0], list(key))
+    assert words[2] >> 8 == 2**24 - 1  # the case this checks
+    # a finite, positive radius, the reference's normals (float32: absolute 1e-6, as above)
+    assert np.all(np.isfinite(z)) and np.hypot(z[2], z[3]) > 0
+    assert np.allclose(z, R.box_muller(words, "float32"), rtol=1e-6, atol=1e-6)
+
+
+def test_a_uniform_at_the_top_of_its_range_gives_a_positive_radius():
+    _check_edge(*_edge_normals("host"))
+    # negative control: a 24-bit midpoint, (2^24 - 1/2) 2^-24, rounds to 1 in single precision,
+    # so that the radius is 0 (on the GPU, 0 times the reciprocal square root of 0: NaN)
+    words = R.philox4x32_10([EDGE_BLOCK, 0, 0, 0], list(runner.philox_key(EDGE_SEED)))
+    u24 = (np.float32(words[2] >> 8) + np.float32(0.5)) * np.float32(2.0**-24)
+    radius = np.sqrt(np.float32(-2) * np.log(u24))
+    with pytest.raises(AssertionError):
+        _check_edge(np.array([1.0, 1.0, radius, radius]), runner.philox_key(EDGE_SEED))
+
+
+@gpu
+def test_on_the_gpu_a_uniform_at_the_top_of_its_range_gives_a_positive_radius():
+    _check_edge(*_edge_normals("gpu"))
+
+
 # ----------------------------------------------------------------------------- step for step
 
 

@@ -44,7 +44,9 @@ Normals come from Philox4x32-10 ("Parallel random numbers: as easy as 1, 2, 3", 
 first two 32-bit words of ``SeedSequence(seed)``'s state. Normal ``t = k d + i`` of a chain (step
 ``k``, coordinate ``i``) comes from block ``t div n`` (``n = 4`` normals per block in single
 precision, 2 in double, by the Box-Muller transform of pairs of uniforms ``u`` in (0, 1) and ``v``
-in [0, 1): ``sqrt(-2 log u) (cos phi, sin phi)``, ``phi = 2 pi (v - 1/2)``), so a chain's normals
+in [0, 1): ``sqrt(-2 log u) (cos phi, sin phi)``, ``phi = 2 pi (v - 1/2)``; in single precision
+``u`` is a 23-bit midpoint ``(k + 1/2) 2^-23``, which the format holds exactly, so that ``u < 1``
+and the radius is never zero), so a chain's normals
 are a fixed function of ``(seed, chain, step, coordinate)``: they do not depend on how many
 chains run, how they are scheduled, or where the run is cut into blocks. A step without noise
 draws nothing and moves no counter. These are not the CPU path's streams (PCG64 with NumPy's
@@ -576,12 +578,16 @@ SG_DEV void sg_normal_block(sg_u64 b, sg_u64 c, sg_u32 k0, sg_u32 k1, real* n) {
     sg_u32 w[4];
     sg_philox((sg_u32)b, (sg_u32)(b >> 32), (sg_u32)c, (sg_u32)(c >> 32), k0, k1, w);
 #if NPB == 4
-    // 24-bit uniforms: u in (0, 1) for the radius, v in [0, 1) for the angle
+    // u in (0, 1) for the radius: the midpoints (k + 1/2) 2^-23, exact in single precision (with 24
+    // bits, k + 1/2 rounds to 2^24 at the top and u to 1: a zero radius, and NaN through the
+    // reciprocal square root); v in [0, 1) for the angle, from 24 bits. The radius's square is
+    // kept positive: near u = 1 the fast logarithm's absolute error (about 4e-7) exceeds -log u.
     #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        const real u = ((real)(w[2 * h] >> 8) + (real)0.5) * (real)0x1p-24;
+        const real u = ((real)(w[2 * h] >> 9) + (real)0.5) * (real)0x1p-23;
         const real v = (real)(w[2 * h + 1] >> 8) * (real)0x1p-24;
-        const real r = SG_SQRT((real)(-2) * SG_LOG(u));
+        const real r2 = (real)(-2) * SG_LOG(u);
+        const real r = SG_SQRT(r2 > (real)1e-30 ? r2 : (real)1e-30);
         real s, co;
         SG_SINCOS(SG_TWO_PI * (v - (real)0.5), &s, &co);
         n[2 * h] = r * co;
