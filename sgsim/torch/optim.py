@@ -164,6 +164,7 @@ class _Langevin(Watched, _CheckedOptimizer):
         if seed is not None:
             seed = _rng.resolve_seed(seed)
         self._watch(on_divergence, check_every, divergence_bound)
+        self._noise_cache: dict[tuple, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
         super().__init__(params, defaults)
         if generator is None:
             self.seed: int | None = _rng.resolve_seed(seed)
@@ -259,11 +260,30 @@ class _Langevin(Watched, _CheckedOptimizer):
         return with_noise
 
     def _normals(self, params: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Standard normals for ``params``: one ``torch.randn`` per device and dtype, split into views."""
+        """Standard normals for ``params``: one draw per device and dtype into a flat buffer, split into views.
+
+        The buffers and their views are made once per layout of ``params`` (which tensors, their
+        shapes and strides) and refilled in place at every step: ``normal_`` on a buffer of ``n``
+        values draws what ``torch.randn(n)`` would, and a step then costs one draw and no views.
+        """
+        layout = tuple((id(p), p.shape, p.stride()) for p in params)
+        cached = self._noise_cache.get(layout)
+        if cached is None:
+            cached = self._noise_cache[layout] = self._noise_buffers(params)
+            if len(self._noise_cache) > 8:  # layouts that come and go (parameters without gradients)
+                del self._noise_cache[next(iter(self._noise_cache))]
+        flats, out = cached
+        for flat in flats:
+            flat.normal_(generator=self.generator)
+        return out
+
+    def _noise_buffers(self, params: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The flat buffers (one per device and dtype, in order of first appearance) and one view per parameter."""
         buckets: dict[tuple[torch.device, torch.dtype], list[int]] = {}
         for i, p in enumerate(params):
             buckets.setdefault((p.device, p.dtype), []).append(i)
         out: list[torch.Tensor] = [params[0]] * len(params)
+        flats = []
         for (device, dtype), idx in buckets.items():
             if not _same_device(self.generator.device, device):
                 raise ParameterError(
@@ -272,10 +292,10 @@ class _Langevin(Watched, _CheckedOptimizer):
                     "give a generator on the parameters' device",
                 )
             members = [params[i] for i in idx]
-            flat = torch.randn(sum(p.numel() for p in members), generator=self.generator, device=device, dtype=dtype)
-            for i, view in zip(idx, _normal_views(flat, members), strict=True):
+            flats.append(torch.empty(sum(p.numel() for p in members), device=device, dtype=dtype))
+            for i, view in zip(idx, _normal_views(flats[-1], members), strict=True):
                 out[i] = view
-        return out
+        return flats, out
 
     def _update(self, group: dict, params: list, grads: list, normals: list | None, sd: float) -> None:
         raise NotImplementedError
