@@ -238,7 +238,7 @@ def plan(args, work: Path) -> list[Stage]:
         size = (
             ["--device", "cpu", "--width", "8", "--batch", "8", "--steps", "2", "--warmup", "1", "--step-reps", "3"]
             if host
-            else ["--device", "cuda", "--width", "64", "--batch", "128", "--steps", "30", "--warmup", "5",
+            else ["--device", "cuda", "--width", "64", "--batch", "128", "--steps", "100", "--warmup", "5",
                   "--step-reps", "30"]
         )  # fmt: skip
         out = work / f"torch_{precision}.json"
