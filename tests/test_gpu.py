@@ -421,6 +421,22 @@ def test_storage_modes_agree_and_a_chain_does_not_depend_on_the_chain_count():
     assert draws.attrs["rng"].startswith("Philox4x32-10")
 
 
+@pytest.mark.parametrize("shape", [(5,), (7, 1, 2), (7, 2, 3), (4, 65), (3, 10, 10)])
+def test_the_chain_axis_moves_to_the_end_and_back(shape):
+    # the host's copies into and out of the kernel's layout (chain last), index by index where a
+    # chain holds few values and as one transposed copy where it holds many: NumPy's moveaxis
+    a = np.random.default_rng(0).standard_normal(shape)
+    there = runner._chain_last(a, np.float32)
+    assert there.flags.c_contiguous and there.dtype == np.float32
+    assert np.array_equal(there, np.moveaxis(a, 0, -1).astype(np.float32))
+    back = np.empty_like(a)
+    runner._chain_first(back, there)
+    assert np.array_equal(back, np.moveaxis(there, -1, 0))
+    # control: a reshape in place of the move (the chain axis's values in the wrong places)
+    if a.ndim > 1:
+        assert not np.array_equal(there, a.reshape(shape[1:] + shape[:1]).astype(np.float32))
+
+
 def test_a_gpu_host_result_replays_bit_for_bit(tmp_path):
     first = sgsim.sample("exponential_mixture", "csghmc", 400, n_chains=8, step_size=0.02, n_cycles=2, seed=12,
                          backend="gpu-host")  # fmt: skip

@@ -103,6 +103,35 @@ def check_device_memory(run, n_chains: int, precision: str, ex) -> None:
         )
 
 
+def _chain_last(a: np.ndarray, dtype) -> np.ndarray:
+    """``a`` of shape ``(R, ...)`` as a contiguous ``(..., R)`` array of ``dtype``.
+
+    Where the trailing axes hold few values (a chain's state), one strided copy per trailing
+    index: at ``10^7`` chains of a 2-dimensional state, 0.02-0.06 s on two cores where NumPy's
+    copy of the whole transposed array into fresh memory took 0.5-0.8 s, several times the
+    1000 steps of an H200's kernel.
+    """
+    if np.prod(a.shape[1:]) > _FEW:
+        return np.ascontiguousarray(a.transpose(*range(1, a.ndim), 0), dtype)
+    out = np.empty(a.shape[1:] + a.shape[:1], dtype)
+    for idx in np.ndindex(*a.shape[1:]):
+        out[idx] = a[(slice(None), *idx)]
+    return out
+
+
+def _chain_first(dst: np.ndarray, src: np.ndarray) -> None:
+    """Write ``src`` of shape ``(..., R)`` into ``dst`` of shape ``(R, ...)``, casting: ``_chain_last``'s inverse."""
+    if np.prod(dst.shape[1:]) > _FEW:
+        dst[...] = src.transpose(src.ndim - 1, *range(src.ndim - 1))
+        return
+    for idx in np.ndindex(*dst.shape[1:]):
+        dst[(slice(None), *idx)] = src[idx]
+
+
+#: trailing sizes up to which the chain-axis moves copy index by index
+_FEW = 64
+
+
 def execute(run, buf, keeper, seed: int, precision: str, ex, progress=None) -> str:
     """Advance every chain of ``buf`` over ``run``'s schedule with executor ``ex``; return the device's name.
 
@@ -115,7 +144,7 @@ def execute(run, buf, keeper, seed: int, precision: str, ex, progress=None) -> s
     module = ex.build(source)
     dt = source.dtype
     # chain last: a warp's threads read and write consecutive values
-    state = ex.put(np.ascontiguousarray(buf.state.transpose(1, 2, 0)).astype(dt))
+    state = ex.put(_chain_last(buf.state, dt))
     failed = ex.put(buf.failed)
     draws = run.storage == "draws"
     moments = run.storage == "moments"
@@ -140,12 +169,12 @@ def execute(run, buf, keeper, seed: int, precision: str, ex, progress=None) -> s
             ex.synchronize()
             progress.update((k1 - k0) * n_rep)
     ex.synchronize()
-    buf.state[...] = ex.get(state).transpose(2, 0, 1)
+    _chain_first(buf.state, ex.get(state))
     buf.failed[...] = ex.get(failed)
     if draws:
-        buf.out[...] = ex.get(out).transpose(2, 0, 1)
+        _chain_first(buf.out, ex.get(out))
     if moments:
         buf.count[...] = ex.get(count)
-        buf.mean[...] = ex.get(mean).T
-        buf.m2[...] = ex.get(m2).transpose(2, 0, 1)
+        _chain_first(buf.mean, ex.get(mean))
+        _chain_first(buf.m2, ex.get(m2))
     return ex.describe()
