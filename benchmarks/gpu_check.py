@@ -15,8 +15,8 @@ Stages, each a child process under its own time limit, the limits summing to at 
 2. ``probe``: the environment (Python, package versions, which sgsim was imported, compilers,
    the CUDA device as CuPy, PyTorch and JAX see it, ``nvidia-smi``), and every requirement of
    the carried packages that the environment does not meet.
-3. ``tests``: ``tests/test_gpu.py`` (on 8 workers where pytest-xdist is installed), its outcome
-   read from a JUnit XML report.
+3. ``tests``: ``tests/test_gpu.py`` and the Torch backend's CUDA tests (``TORCH_CUDA_TESTS``), on
+   8 workers where pytest-xdist is installed, their outcome read from a JUnit XML report.
 4. ``bench_gpu``: ``benchmarks/bench_gpu.py`` at 10^6 and 10^7 chains, float32 and float64,
    kernel time apart from the sampling loop and the whole call, the CPU path and JAX in the
    same run, device memory per storage mode beside ``sgsim.gpu.device_bytes``.
@@ -65,7 +65,14 @@ CHAINS = {"gpu": (1_000_000, 10_000_000), "host": (500, 2000)}
 TORCH_RATIO = 0.95
 TORCH_BASELINE = "torch SGD momentum"
 TORCH_SGSIM = ("sgsim SGHMC", "sgsim SGLD")
-GPU_SKIP_REASON = "needs CuPy and a CUDA device"
+#: a skip whose reason names this wants a device (test_gpu's "needs CuPy and a CUDA device",
+#: the Torch tests' "no CUDA device" and "needs a CUDA device")
+GPU_SKIP_REASON = "CUDA device"
+#: the Torch backend's tests that need a CUDA device, run beside tests/test_gpu.py
+TORCH_CUDA_TESTS = (
+    "tests/test_torch_particles.py::test_a_cuda_ensemble_takes_the_cpu_steps",
+    "tests/test_torch_store.py::test_cuda_parameters_go_to_pinned_memory_and_come_back_exactly",
+)
 #: packages whose versions the probe records
 PACKAGES = (
     "sgsim", "numpy", "scipy", "numba", "numba-cuda", "pandas", "xarray", "arviz", "h5netcdf", "h5py",
@@ -218,6 +225,7 @@ def plan(args, work: Path) -> list[Stage]:
                 "-p",
                 "no:benchmark",
                 "tests/test_gpu.py",
+                *TORCH_CUDA_TESTS,
                 "--durations",
                 "15",
                 "--junitxml",

@@ -25,9 +25,14 @@ elif [ $host = 1 ] && [ -x .venv/bin/python ]; then
 else
   python=python3
 fi
-# the dry run builds the wheels when they are missing (the GPU machine cannot: it has no network)
-if [ $host = 1 ] && ! compgen -G ".whl/gpu-check/*.whl" >/dev/null; then
-  PYTHON=$python bash benchmarks/gpu_wheels.sh || exit
+# the dry run builds the wheels when they are missing or sgsim's is older than its source (the GPU
+# machine cannot: it has no network)
+if [ $host = 1 ]; then
+  wheel=$(compgen -G ".whl/gpu-check/sgsim-*.whl" | head -1)
+  if [ -z "$wheel" ] || [ -n "$(find sgsim pyproject.toml -newer "$wheel" -type f -not -path "*/__pycache__/*" \
+    -not -name "*.nb[ic]" -print -quit)" ]; then
+    PYTHON=$python bash benchmarks/gpu_wheels.sh || exit
+  fi
 fi
 export PYTHONUNBUFFERED=1
 exec "$python" benchmarks/gpu_check.py "$@" --python "$python"

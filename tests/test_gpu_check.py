@@ -137,6 +137,7 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="py
 <testcase classname="tests.test_gpu" name="test_d"><error message="boom">tb</error></testcase>
 <testcase classname="tests.test_gpu" name="test_e"><skipped message="needs CuPy and a CUDA device"/></testcase>
 <testcase classname="tests.test_gpu" name="test_f"><skipped message="nvcc is not installed"/></testcase>
+<testcase classname="tests.test_torch_store" name="test_g"><skipped message="needs a CUDA device"/></testcase>
 </testsuite></testsuites>"""
 
 
@@ -145,7 +146,7 @@ def test_the_junit_report_is_counted(tmp_path):
     path.write_text(JUNIT)
     out = gc.read_junit(path)
     assert {k: out[k] for k in ("passed", "failed", "errors", "skipped", "gpu_skipped")} == {
-        "passed": 2, "failed": 1, "errors": 1, "skipped": 2, "gpu_skipped": 1,
+        "passed": 2, "failed": 1, "errors": 1, "skipped": 3, "gpu_skipped": 2,
     }  # fmt: skip
     assert out["failures"][0] == "tests.test_gpu::test_c: assert 1 == 2"
     assert gc.read_junit(tmp_path / "missing.xml") is None
@@ -168,6 +169,7 @@ def _report(tmp_path, mode="gpu", sgld_ps=11.6, torch=True, failed=0):
         JUNIT.replace('<failure message="assert 1 == 2">tb</failure>', "" if not failed else "<failure/>")
         .replace('<error message="boom">tb</error>', "")
         .replace("needs CuPy and a CUDA device", "other")
+        .replace("needs a CUDA device", "other")
     )
     (tmp_path / "probe.json").write_text(json.dumps({"nvidia_smi": "NVIDIA H100 80GB HBM3, 81559 MiB"}))
     args = gc.parse_args(["out"] + (["--host"] if mode == "host" else []))
@@ -191,7 +193,7 @@ def test_checks_status_and_summary_of_a_passing_run(tmp_path):
     assert report["status"] == "PASS"
     line = report["summary"]
     assert "\n" not in line and line.startswith("gpu_check PASS [gpu] NVIDIA H100 80GB HBM3")
-    assert "tests 4 passed, 0 failed, 2 skipped" in line
+    assert "tests 4 passed, 0 failed, 3 skipped" in line
     assert "SGLD f32 kernel 11.6/11.6 ps (<= 15)" in line and "SGHMC f32 kernel 20.0/20.0 ps (<= 30)" in line
     assert "fp32 SGHMC 0.99 SGLD 0.96" in line and line.endswith("123 s")
 
