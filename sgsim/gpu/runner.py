@@ -103,6 +103,10 @@ def check_device_memory(run, n_chains: int, precision: str, ex) -> None:
         )
 
 
+#: trailing sizes up to which the chain-axis moves copy index by index
+_FEW = 64
+
+
 def _chain_last(a: np.ndarray, dtype) -> np.ndarray:
     """``a`` of shape ``(R, ...)`` as a contiguous ``(..., R)`` array of ``dtype``.
 
@@ -126,10 +130,6 @@ def _chain_first(dst: np.ndarray, src: np.ndarray) -> None:
         return
     for idx in np.ndindex(*dst.shape[1:]):
         dst[(slice(None), *idx)] = src[idx]
-
-
-#: trailing sizes up to which the chain-axis moves copy index by index
-_FEW = 64
 
 
 def execute(run, buf, keeper, seed: int, precision: str, ex, progress=None) -> str:
