@@ -143,6 +143,18 @@ def within(x, bound):
 
 
 @jit(inline=True)
+def _store_lane(x, theta, xb, th, q, n_state, d):
+    """Put one chain's working state back into lane ``q``: all its rows into ``xb``, its position
+    into the gradient's input ``th``.
+    """
+    for r in range(n_state):
+        for i in range(d):
+            xb[q, r, i] = x[r, i]
+    for i in range(d):
+        th[i, q] = theta[i]
+
+
+@jit(inline=True)
 def welford_update(x, count, mean, m2, c, delta):
     """Add ``x`` (shape ``(d,)``) to replica ``c``'s running mean and co-moment matrix."""
     count[c] += 1
@@ -332,11 +344,7 @@ def _lane_loop(state, rngs, works, failed, grad_u, grad_u_block, params, alpha, 
                             for i in range(d):
                                 x[r, i] = xb[q, r, i]
                         _move(x, theta, a, consts)
-                        for r in range(n_state):
-                            for i in range(d):
-                                xb[q, r, i] = x[r, i]
-                        for i in range(d):
-                            th[i, q] = theta[i]
+                        _store_lane(x, theta, xb, th, q, n_state, d)
             grad_u_block(th, params, gb, scratch)
             noisy = any_noise[j]
             if noisy and drawn and j >= z_hi:
@@ -390,11 +398,7 @@ def _lane_loop(state, rngs, works, failed, grad_u, grad_u_block, params, alpha, 
                 if MOVES and j + 1 < nb:
                     a_next = alpha[j + 1]
                     _move(x, theta, a_next, consts)
-                for r in range(n_state):
-                    for i in range(d):
-                        xb[q, r, i] = x[r, i]
-                for i in range(d):
-                    th[i, q] = theta[i]
+                _store_lane(x, theta, xb, th, q, n_state, d)
         for q in range(n):
             for r in range(n_state):
                 for i in range(d):
