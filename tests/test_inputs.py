@@ -113,6 +113,30 @@ def test_a_step_whose_noise_overflows_is_refused_before_sampling():
     sgsim.sample(noisy, "sgld", 1, step_size=0.05, temperature=0.0)
 
 
+def test_a_schedule_given_as_arrays_is_checked_at_every_step_before_sampling(monkeypatch):
+    # the noise is checked in pieces of _CHECK_VALUES / d steps: a bad step past two whole pieces is
+    # refused all the same, before any step runs (the run itself would find it, later)
+    from sgsim import driver, sampling
+
+    noisy = targets.mixture_25().with_gradient_noise(0.5)
+    n = 2 * max(driver._BLOCK_STEPS, driver._CHECK_VALUES // noisy.dim) + 3
+    steps = np.full(n, 0.01)
+    steps[-1] = 1e308
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the run started")
+
+    with monkeypatch.context() as m:
+        m.setattr(sampling, "execute", no_run)
+        with pytest.raises(ValueError, match="overflows") as info:
+            sgsim.sample(noisy, "sgld", schedule=sgsim.schedules.Schedule(steps, np.ones(n)), storage="final")
+    named(info, "step_size")
+    # negative control: the same schedule with its last step finite runs
+    steps[-1] = 0.01
+    r = sgsim.sample(noisy, "sgld", schedule=sgsim.schedules.Schedule(steps, np.ones(n)), storage="final")
+    assert np.all(np.isfinite(r.posterior["theta"].values))
+
+
 def test_booleans_are_not_strings():
     with pytest.raises(TypeError) as info:
         sgsim.sample("mixture_25", "sgld", 10, step_size=0.01, noise_correction="no")
