@@ -68,6 +68,7 @@ from .integrators import INTERACTING, get_method
 from .integrators._base import Method, StepSizeWarning, unknown_options
 from .integrators._kernel_cache import cached_chain_loop, cached_ensemble_loop, cached_lane_loop, cached_vector_step
 from .integrators._loop import (
+    FEW_CHAINS,
     MOMENTS,
     NOTHING,
     chain_loop,
@@ -80,6 +81,7 @@ from .integrators._loop import (
 from .integrators._noise import NoiseBasis, noise_basis, noise_factors
 from .results import STORAGE_MODES
 from .schedules import Schedule, ScheduleBlock, exploration_steps
+from .targets._base import lane_form
 
 __all__ = ["Run", "prepare", "execute", "run_chain", "advance_probes", "PARALLEL_PARTICLES"]
 
@@ -713,7 +715,9 @@ def _use_lanes(run: Run) -> bool:
     """Whether the chains run in the lane loop: Philox streams, and a target with a block gradient and
     no minibatch draws. Then every chain does, however many run: a block gradient gives each lane the
     same bits whatever the lanes beside it, so chain ``c``'s draws do not depend on the number of
-    chains or threads.
+    chains or threads. Where each thread has fewer than ``FEW_CHAINS`` chains and the block gradient
+    has a one-point form (the shipped 2-D mixtures'), they run one at a time in the chain loop with
+    that form written in: the same bits, without the lanes' overhead.
     """
     target = run.target
     return (
@@ -767,7 +771,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         _execute_batched(run, buf, keeper, progress, injected, k_range)
         return
     n_rep = buf.state.shape[0]
-    lanes = False
+    lanes = few = False
     k_start, k_stop = (0, run.schedule.n_steps) if k_range is None else k_range
     d = target.dim
     consts = alg.constants_for(run.options)
@@ -791,7 +795,14 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         philox = run.stream == "philox"
         workers = min(n_threads, n_rep) if n_rep * (k_stop - k_start) >= THREAD_MIN_WORK else 1
         lanes = _use_lanes(run)
-        if lanes:
+        lane = lane_form(target.grad_u_block) if lanes else None
+        few = lane is not None and -(-n_rep // _n_chunks(workers, n_rep)) < FEW_CHAINS
+        if lane is not None and few:
+            # a chain at a time with the block gradient's one-point form: the lane loop's bits
+            fn, sizes = lane[0], (lane[1](target.params), d, buf.state.shape[1])
+            cached = cached_chain_loop(move or stay, update, None, None, kept_row, type(consts), True, fn, *sizes)
+            loop = chain_loop(move, update, kept_row, True, fn, *sizes) if cached is None else cached
+        elif lanes:
             shape = (d, buf.state.shape[1])
             cached = cached_lane_loop(move or stay, update, target.grad_u_block, kept_row, type(consts), *shape)
             loop = lane_loop(move or stay, update, kept_row, *shape) if cached is None else cached
@@ -801,7 +812,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
             )
             loop = chain_loop(move, update, kept_row, philox) if cached is None else cached
     # the in-memory loops take the gradients as arguments; the cached ones have them compiled in
-    if cached is not None:
+    if cached is not None or few:
         gradients: tuple = (None, None)
     elif not run.interacting and lanes:
         gradients = (target.grad_u, target.grad_u_block)

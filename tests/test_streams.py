@@ -107,6 +107,33 @@ def test_chain_c_does_not_depend_on_the_chain_or_thread_count(make):
     assert np.array_equal(few, many[:3])
 
 
+@pytest.mark.parametrize("method", ["sgld", "sghmc"])
+def test_a_few_chains_a_thread_run_one_at_a_time_with_the_lane_loops_bits(method, monkeypatch):
+    # fewer than FEW_CHAINS chains a thread run in the chain loop with the block gradient's one-point
+    # form written in; 40 chains on one thread run in the lane loop: the same bits, chain by chain
+    from sgsim import driver
+
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(len(args) > 7 and args[7] is not None)
+        return real(*args, **kwargs)
+
+    real = driver.cached_chain_loop
+    monkeypatch.setattr(driver, "cached_chain_loop", spy)
+    target = targets.mixture_3x3()
+    kw = dict(step_size=0.02, seed=5, init=np.array([0.4, -0.3]), **({"friction": 0.3} if method == "sghmc" else {}))
+    few = _theta(sgsim.sample(target, method, 200, n_chains=3, n_threads=2, **kw))
+    assert seen == [True]
+    many = _theta(sgsim.sample(target, method, 200, n_chains=40, n_threads=1, **kw))
+    assert seen == [True]  # the lane loop: no chain loop
+    assert np.array_equal(few, many[:3])
+    # negative control: the per-point gradient (rounded otherwise) does not give these bits
+    point = _theta(sgsim.sample(_no_block(target), method, 200, n_chains=3, n_threads=2, **kw))
+    assert not np.array_equal(point, few)
+    np.testing.assert_allclose(point, few, rtol=0, atol=1e-9)
+
+
 def test_the_lane_loop_and_the_chain_loop_agree_to_the_rounding_of_exp():
     # the block gradient's exp is within 1 ulp of libm's; over 300 steps of SGLD on the mixture the
     # two loops' chains stay within 1e-9 (the chain contracts near a mode: rounding does not grow)

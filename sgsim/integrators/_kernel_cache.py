@@ -118,6 +118,10 @@ def cached_chain_loop(
     kept_row: int = 0,
     constants: type = tuple,
     philox: bool = False,
+    lane: Callable | None = None,
+    lane_work: int = 0,
+    dim: int = 1,
+    n_state: int = 1,
 ) -> Callable | None:
     """The chain loop of ``(move, update)`` keeping state row ``kept_row``, for this gradient,
     from an on-disk cached module.
@@ -128,14 +132,17 @@ def cached_chain_loop(
     ``constants`` is the class of the step's constants: numba's cache index names the classes
     of its arguments, so two samplers whose halves have the same source but live in different
     modules (with constants classes of their own) get cache files of their own. ``philox``: the
-    loop draws its normals from Philox streams.
+    loop draws its normals from Philox streams. ``lane``, ``lane_work``: the one-point form of the
+    target's block gradient, written into the loop with the state's shape ``(n_state, dim)``
+    (:func:`~sgsim.integrators._loop.chain_loop`).
     """
     if not _CACHE or JIT_DISABLED:
         return None
-    from ._loop import _chain_loop, loop_constants
+    from ._loop import _chain_loop, chain_halves, loop_constants
 
-    node, namespace = spliced(_chain_loop, {"_move": move, "_update": update}, loop_constants(kept_row, philox))
-    origins = (_origin(move), _origin(update), _origin(constants))
+    constants_ = loop_constants(kept_row, philox, True, dim, n_state, None if lane is None else lane_work)
+    node, namespace = spliced(_chain_loop, chain_halves(move, update, lane), constants_)
+    origins = (_origin(move), _origin(update), _origin(constants)) + ((_origin(lane),) if lane is not None else ())
     return _cached_module([(_gradients_global(node), namespace, "jit(cache=True)")], grad_u, stochastic_grad_u, origins)
 
 

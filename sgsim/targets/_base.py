@@ -147,6 +147,26 @@ def _ship_block(grad_u: Callable, grad_u_block: Callable) -> None:
     _BLOCK_OF[grad_u] = grad_u_block
 
 
+# the shipped block gradients' one-lane forms, for runs of a few chains a thread: (function, size of
+# its working row from the target's params)
+_LANE_OF: dict[Callable, tuple[Callable, Callable]] = {}
+
+
+def _ship_lane(grad_u_block: Callable, lane: Callable, work: Callable) -> None:
+    """Declare ``lane(x, params, out, work)`` the one-point form of the shipped ``grad_u_block``.
+
+    It gives each point the bits ``grad_u_block`` gives its lane, and is a plain statement
+    sequence (no early return) that a loop can have written into its step; ``work(params)`` is
+    the length of the working row it takes.
+    """
+    _LANE_OF[grad_u_block] = (lane, work)
+
+
+def lane_form(grad_u_block: Callable | None) -> tuple[Callable, Callable] | None:
+    """The one-point form of a shipped block gradient and its working row's size, or None."""
+    return None if grad_u_block is None else _LANE_OF.get(grad_u_block)
+
+
 @dataclass(frozen=True, eq=False)
 class Batched:
     """A target's functions of all chains at once, for targets whose gradient is not compiled.

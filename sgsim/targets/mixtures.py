@@ -33,7 +33,7 @@ from .._jit import jit
 from .._validate import ParameterError, finite_array, finite_values, interval
 from .._vmath import exp_nonpositive as _vexp
 from .._vmath import fma
-from ._base import Target, _ship_block, factory
+from ._base import Target, _ship_block, _ship_lane, factory
 
 _SKIP = -40.0
 # the block form's floor on an exponent less the lane's largest: exp(-600) = 3e-261 changes no
@@ -299,55 +299,70 @@ LANES_MIN = 8
 
 @jit(inline=True)
 def _mixture_lanes_by_components(theta, means, lin, const, half_prec, out, scratch):
-    # mixture_grad_u_block_2d lane by lane: the components' exponents in a loop over the components
-    # (vectorised), their largest by four running maxima (a maximum does not depend on the order),
-    # then the weights and sums in the components' order over those above the skip, whose
-    # exponentials alone are computed: the lane form's zero weights add exactly nothing
-    n_comp = const.shape[0]
+    # mixture_grad_u_block_2d lane by lane (mixture_lane_2d on each)
+    params = (means, lin, const, half_prec)
     ex = scratch[0]
-    m = n_comp - n_comp % 4
     for lane in range(theta.shape[1]):
-        x0 = theta[0, lane]
-        x1 = theta[1, lane]
-        sq = fma(x1, x1, x0 * x0)
-        for j in range(n_comp):
-            ex[j] = fma(lin[j, 1], x1, fma(lin[j, 0], x0, fma(-half_prec[j], sq, const[j])))
-        b0 = -np.inf
-        b1 = -np.inf
-        b2 = -np.inf
-        b3 = -np.inf
-        for j in range(0, m, 4):
-            e0 = ex[j]
-            e1 = ex[j + 1]
-            e2 = ex[j + 2]
-            e3 = ex[j + 3]
-            b0 = e0 if e0 > b0 else b0
-            b1 = e1 if e1 > b1 else b1
-            b2 = e2 if e2 > b2 else b2
-            b3 = e3 if e3 > b3 else b3
-        for j in range(m, n_comp):
-            e0 = ex[j]
-            b0 = e0 if e0 > b0 else b0
-        b0 = b1 if b1 > b0 else b0
-        b2 = b3 if b3 > b2 else b2
-        best = b2 if b2 > b0 else b0
-        total = 0.0
-        g0 = 0.0
-        g1 = 0.0
-        for j in range(n_comp):
-            t = ex[j] - best
-            if t > _BLOCK_SKIP:
-                w = _vexp(max(t, _FLOOR))
-                total += w
-                c = w * (2.0 * half_prec[j])
-                g0 = fma(c, x0 - means[j, 0], g0)
-                g1 = fma(c, x1 - means[j, 1], g1)
-        out[0, lane] = g0 / total
-        out[1, lane] = g1 / total
+        mixture_lane_2d(theta[:, lane], params, out[:, lane], ex)
+
+
+@jit(inline=True)
+def mixture_lane_2d(x, params, out, ex):
+    """:func:`mixture_grad_u_block_2d` for one point, bit for bit: its path for blocks of few lanes.
+
+    ``x`` and ``out`` have shape ``(2,)``, ``ex`` is a working row of at least as many values as
+    the mixture has components. The components' exponents are computed in a loop over the
+    components (vectorised), their largest by four running maxima (a maximum does not depend on
+    the order), then the weights and sums in the components' order over those above the skip,
+    whose exponentials alone are computed: the lane form's zero weights add exactly nothing
+    (up to the sign of a zero coordinate). A plain statement sequence, so that the loops that
+    advance a few chains one at a time write it into their step (no call, no reference counts).
+    """
+    means, lin, const, half_prec = params
+    n_comp = const.shape[0]
+    m = n_comp - n_comp % 4
+    x0 = x[0]
+    x1 = x[1]
+    sq = fma(x1, x1, x0 * x0)
+    for j in range(n_comp):
+        ex[j] = fma(lin[j, 1], x1, fma(lin[j, 0], x0, fma(-half_prec[j], sq, const[j])))
+    b0 = -np.inf
+    b1 = -np.inf
+    b2 = -np.inf
+    b3 = -np.inf
+    for j in range(0, m, 4):
+        e0 = ex[j]
+        e1 = ex[j + 1]
+        e2 = ex[j + 2]
+        e3 = ex[j + 3]
+        b0 = e0 if e0 > b0 else b0
+        b1 = e1 if e1 > b1 else b1
+        b2 = e2 if e2 > b2 else b2
+        b3 = e3 if e3 > b3 else b3
+    for j in range(m, n_comp):
+        e0 = ex[j]
+        b0 = e0 if e0 > b0 else b0
+    b0 = b1 if b1 > b0 else b0
+    b2 = b3 if b3 > b2 else b2
+    best = b2 if b2 > b0 else b0
+    total = 0.0
+    g0 = 0.0
+    g1 = 0.0
+    for j in range(n_comp):
+        t = ex[j] - best
+        if t > _BLOCK_SKIP:
+            w = _vexp(max(t, _FLOOR))
+            total += w
+            c = w * (2.0 * half_prec[j])
+            g0 = fma(c, x0 - means[j, 0], g0)
+            g1 = fma(c, x1 - means[j, 1], g1)
+    out[0] = g0 / total
+    out[1] = g1 / total
 
 
 _ship_block(mixture_grad_u, mixture_grad_u_block)
 _ship_block(mixture_grad_u_2d, mixture_grad_u_block_2d)
+_ship_lane(mixture_grad_u_block_2d, mixture_lane_2d, lambda params: params[2].shape[0])
 
 
 @jit
