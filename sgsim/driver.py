@@ -47,7 +47,7 @@ import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numba
 import numpy as np
@@ -186,6 +186,9 @@ class Run:
     step_ratio : float or None
         The schedule's largest step over the method's stability limit on this target
         (the record's ``step_limit``); None where no limit is known.
+    checked_noise : tuple or None
+        The noise factors of every step ``(sd, noisy)`` (see :meth:`noise`), where the set-up's
+        check computed them in one piece: the run takes its blocks' factors from them.
     """
 
     target: _targets.Target
@@ -202,6 +205,7 @@ class Run:
     given_target: _targets.Target | None = None
     stream: str = "pcg64"
     step_ratio: float | None = None
+    checked_noise: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def interacting(self) -> bool:
@@ -231,7 +235,10 @@ class Run:
         alg = self.method.algorithm
         nb = block.step_size.shape[0]
         d = self.target.dim
-        sd, noisy = noise_factors(alg.noise(block, self.target, self.options), self.basis, nb, d)
+        if self.checked_noise is not None:
+            sd, noisy = (a[block.k0 : block.k0 + nb] for a in self.checked_noise)
+        else:
+            sd, noisy = noise_factors(alg.noise(block, self.target, self.options), self.basis, nb, d)
         return (sd, self.basis.rows, self.basis.rotate, noisy, np.ascontiguousarray(block.temperature))
 
 
@@ -342,9 +349,10 @@ def _prepare(
     every_step = noise_correction or not schedule.is_formula
     piece = max(_BLOCK_STEPS, _CHECK_VALUES // target.dim) if every_step else _BLOCK_STEPS
     largest = hottest = 0.0
+    checked = None
     for k0 in range(0, schedule.n_steps if every_step else 1, piece):
         block = schedule.block(k0, min(schedule.n_steps, k0 + piece))
-        noise_factors(alg.noise(block, target, opts), basis, block.step_size.shape[0], target.dim)
+        checked = noise_factors(alg.noise(block, target, opts), basis, block.step_size.shape[0], target.dim)
         largest = max(largest, float(np.max(block.step_size)))
         hottest = max(hottest, float(np.max(block.temperature)))
     known = target if given_target is None else given_target
@@ -371,6 +379,8 @@ def _prepare(
         given_target,
     )  # fmt: skip
     run.step_ratio = step_ratio
+    # the factors of every step, when one piece held them all: the run's blocks are slices of them
+    run.checked_noise = checked if every_step and piece >= schedule.n_steps else None
     return run
 
 

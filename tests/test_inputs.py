@@ -137,6 +137,30 @@ def test_a_schedule_given_as_arrays_is_checked_at_every_step_before_sampling(mon
     assert np.all(np.isfinite(r.posterior["theta"].values))
 
 
+def test_a_runs_blocks_take_the_noise_factors_its_check_computed():
+    # a schedule given as arrays that fits one piece of the check keeps the factors it computed, and
+    # each block of the run is a slice of them: the same values as computed afresh for the block
+    import dataclasses
+
+    from sgsim import driver
+
+    n = 3000
+    steps = 0.01 + 0.005 * np.sin(np.arange(n))
+    temps = np.where(np.arange(n) % 7 == 0, 0.0, np.linspace(0.1, 1.0, n))  # some steps without noise
+    noisy = targets.mixture_25().with_gradient_noise(0.5)
+    run = driver._prepare(noisy, "sgld", None, schedule=sgsim.schedules.Schedule(steps, temps))
+    assert run.checked_noise is not None
+    fresh = dataclasses.replace(run, checked_noise=None)
+    for k0, k1 in ((0, 1), (0, n), (1234, 2001), (n - 1, n)):
+        kept, computed = run.noise(run.schedule.block(k0, k1)), fresh.noise(run.schedule.block(k0, k1))
+        for i in (0, 3, 4):  # sd, noisy, temperatures
+            assert np.array_equal(kept[i], computed[i])
+    # negative control: another block's factors are not these
+    assert not np.array_equal(run.noise(run.schedule.block(0, 10))[0], fresh.noise(run.schedule.block(10, 20))[0])
+    # a formula schedule is checked on its first block only: nothing is kept
+    assert driver._prepare(noisy, "sgld", 100, step_size=0.01).checked_noise is None
+
+
 def test_booleans_are_not_strings():
     with pytest.raises(TypeError) as info:
         sgsim.sample("mixture_25", "sgld", 10, step_size=0.01, noise_correction="no")
