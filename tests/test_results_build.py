@@ -185,3 +185,38 @@ def test_index_origin_is_followed():
         expected = _direct(out)
     assert idata.posterior["chain"].values[0] == 1
     assert _bare(group(idata, "posterior")).identical(expected["posterior"])
+
+
+def test_a_group_is_put_together_directly_and_shares_no_container_with_its_template(monkeypatch):
+    rng = np.random.default_rng(4)
+    results._TEMPLATES.clear()
+    out = _output("draws", rng)
+    to_inference_data(out)
+    (template,) = [t for t in results._TEMPLATES.values() if "theta" in t]
+    data = {"theta": rng.standard_normal(out.theta.shape)}
+
+    def copied(*args, **kwargs):
+        raise AssertionError("the template was copied: xarray's direct constructor was not used")
+
+    # with this xarray the group is made by the direct constructor, not by the copy
+    with monkeypatch.context() as m:
+        m.setattr(xr.Dataset, "copy", copied)
+        fast = results._from_template(template, data, {"a": 1})
+
+    # the copy (what an xarray without those internals gets: here a template that shows only its
+    # public copy) makes the identical group
+    class Public:
+        def copy(self, deep, data):
+            return template.copy(deep=deep, data=data)
+
+    slow = results._from_template(Public(), data, {"a": 1})
+    assert fast.identical(slow) and fast.attrs == {"a": 1}
+    assert np.shares_memory(fast["theta"].values, data["theta"])
+    # what a caller adds to one group reaches neither the template nor another group made from it
+    fast["extra"] = (("chain",), np.zeros(out.theta.shape[0]))
+    fast.coords["label"] = ("chain", [f"c{i}" for i in range(out.theta.shape[0])])
+    other = results._from_template(template, data, {})
+    for ds in (template, other):
+        assert "extra" not in ds and "label" not in ds.coords
+    # negative control: the comparison sees a group made from other values
+    assert not fast.identical(results._from_template(template, {"theta": data["theta"] + 1.0}, {"a": 1}))
