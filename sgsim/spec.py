@@ -145,7 +145,10 @@ class RunSpec:
 
 def _encode(value: Any, path: str, arrays: dict) -> Any:
     if isinstance(value, np.ndarray):
-        arrays[path] = np.array(value)  # the record's own copy
+        # the record's own copy, unless the array is one nobody writes to: read-only and owning its
+        # data (a schedule's arrays), so that a long schedule is not copied again for each result
+        frozen = not value.flags.writeable and value.flags.owndata
+        arrays[path] = value if frozen else np.array(value)
         return {_ARRAY: path}
     if isinstance(value, np.generic):
         return value.item()

@@ -89,6 +89,24 @@ def test_replay_of_a_schedule_built_from_arrays(tmp_path):
     round_trip(result, tmp_path)
 
 
+def test_the_spec_holds_the_schedules_arrays_and_its_own_copy_of_the_callers():
+    # a schedule's arrays are read-only and its own: the record takes them as they are; an array the
+    # caller may still write to (init) is copied, so that writing to it later changes no record
+    steps = np.linspace(0.01, 0.02, 50)
+    sched = schedules.Schedule(steps, np.ones(50))
+    init = np.zeros((2, 2))
+    result = sgsim.sample("mixture_3x3", "sgld", schedule=sched, n_chains=2, seed=6, init=init)
+    spec = result["run_spec"]
+    assert np.shares_memory(spec["spec.schedule_arrays.step_size"].values, sched.arrays()["step_size"])
+    assert not np.shares_memory(spec["spec.init"].values, init)
+    init[0, 0] = 1.0
+    assert spec["spec.init"].values[0, 0] == 0.0
+    # negative control: the caller's step sizes were copied by the schedule, so writing to them
+    # changes neither the schedule nor the record
+    steps[0] = 1.0
+    assert spec["spec.schedule_arrays.step_size"].values[0] == 0.01
+
+
 def test_replay_of_an_ensemble(tmp_path):
     result = sgsim.sample("mixture_3x3", "svgd", 60, n_chains=2, n_particles=7, step_size=0.05, seed=3, bandwidth=0.8)
     round_trip(result, tmp_path)
