@@ -341,18 +341,20 @@ def _prepare(
     _check_n_steps(schedule.n_steps, target.dim)
     if burn_in >= schedule.n_steps:
         raise ParameterError("burn_in", f"burn_in must be < n_steps ({schedule.n_steps}), got {burn_in}")
-    first = schedule.block(0, min(schedule.n_steps, _BLOCK_STEPS))
-    basis = noise_basis(alg.noise(first, target, opts), target.dim)
     # the noise is checked (finite, positive semidefinite) before any work is done: on every
     # step with the correction or a schedule given as arrays, else on the first block, where
     # the formula schedules take their largest steps
     every_step = noise_correction or not schedule.is_formula
     piece = max(_BLOCK_STEPS, _CHECK_VALUES // target.dim) if every_step else _BLOCK_STEPS
+    first = schedule.block(0, min(schedule.n_steps, piece))
+    first_noise = alg.noise(first, target, opts)
+    basis = noise_basis(first_noise, target.dim)
     largest = hottest = 0.0
     checked = None
     for k0 in range(0, schedule.n_steps if every_step else 1, piece):
-        block = schedule.block(k0, min(schedule.n_steps, k0 + piece))
-        checked = noise_factors(alg.noise(block, target, opts), basis, block.step_size.shape[0], target.dim)
+        block = first if k0 == 0 else schedule.block(k0, min(schedule.n_steps, k0 + piece))
+        noise = first_noise if k0 == 0 else alg.noise(block, target, opts)
+        checked = noise_factors(noise, basis, block.step_size.shape[0], target.dim)
         largest = max(largest, float(np.max(block.step_size)))
         hottest = max(hottest, float(np.max(block.temperature)))
     known = target if given_target is None else given_target
