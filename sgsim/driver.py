@@ -809,7 +809,7 @@ def _execute(run: Run, buf: _Buffers, keeper: _Keeper, n_threads: int, progress,
         lanes = _use_lanes(run)
         lane = lane_form(target.grad_u_block) if lanes else None
         few = lane is not None and -(-n_rep // _n_chunks(workers, n_rep)) < FEW_CHAINS
-        if lane is not None and few:
+        if few and lane is not None:
             # a chain at a time with the block gradient's one-point form: the lane loop's bits
             fn, sizes = lane[0], (lane[1](target.params), d, buf.state.shape[1])
             cached = cached_chain_loop(move or stay, update, None, None, kept_row, type(consts), True, fn, *sizes)

@@ -35,8 +35,8 @@ A few chains a thread (fewer than ``FEW_CHAINS``) on a target whose block gradie
 form (:func:`sgsim.targets._base.lane_form`: the shipped 2-D mixtures) run in :func:`_chain_loop`
 with that form written into the step in place of the gradient call (``BLOCK``): one chain at a
 time, each with the bits the lane loop would give it, and none of the lanes' copies or the block
-gradient's call at every step (at 4 chains on 2 threads, 104 -> 92 ns a step of SGLD on the
-25-Gaussian mixture).
+gradient's call at every step (SGLD on the 25-Gaussian mixture, 2 chains on one thread: 104 -> 92 ns
+a chain-step).
 
 Interacting ensembles (``coupling = "interacting"``)::
 
@@ -309,7 +309,6 @@ def loop_constants(kept_row=0, philox=False, moves=True, dim=1, n_state=1, lane_
                  "NS": int(n_state)}  # fmt: skip
     if lane_work is not None:
         constants.update(BLOCK=True, LANE_WORK=int(lane_work))
-
     return constants
 
 
