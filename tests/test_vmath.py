@@ -104,6 +104,10 @@ def test_exp_nonpositive_has_exps_bits_on_its_range_and_not_beyond():
     # negative control: below the range (subnormal results) the one factor is no longer a normal double
     low = np.linspace(-744.0, -709.0, 200)
     assert not np.array_equal(_apply(_exp_nonpositive_loop, low), _apply(_exp_loop, low))
+    # exactly 1 at 0 (of either sign): the mixtures' one-point gradient takes the largest component's
+    # weight as 1 without computing it, with the block form's bits; the smallest step off 0 is not 1
+    assert np.array_equal(_apply(_exp_nonpositive_loop, np.array([0.0, -0.0])), [1.0, 1.0])
+    assert _apply(_exp_nonpositive_loop, np.array([-(2.0**-52)]))[0] < 1.0
 
 
 def test_exp_overflows_and_underflows_as_libm():

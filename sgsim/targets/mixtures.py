@@ -35,16 +35,16 @@ from .._vmath import exp_nonpositive as _vexp
 from .._vmath import fma
 from ._base import Target, _ship_block, _ship_lane, factory
 
+# a component whose exponent lies more than 40 below the largest is skipped (weight 0): exp(-40) =
+# 4.2e-18 of the largest weight, which is 1, so below a rounding unit of the weights' sum. Every form
+# skips the same ones (the per-point form by a branch, the block form by a select, the GPU kernel's
+# too); only where the larger terms cancel do they show (1.5e-9 of the terms' size midway between
+# two modes of the 3x3 mixture, at distance 3 from a third)
 _SKIP = -40.0
 # the block form's floor on an exponent less the lane's largest: exp(-600) = 3e-261 changes no
 # sum (exp(-40) already does not), and it keeps every weight, and every product of one with a
 # coordinate, a normal double; a subnormal one costs about a hundred cycles an operation
 _FLOOR = -600.0
-# the block forms give a component weight exactly 0 below exp(-80) of the largest (a select, not a
-# branch): 1.8e-35, nothing even where the gradient's larger terms cancel (the per-point form's
-# exp(-40) shows there: 1.5e-9 of the terms' size midway between two modes of the 3x3 mixture), and
-# a block of few lanes then sums only the components above it (see mixture_grad_u_block_2d)
-_BLOCK_SKIP = -80.0
 
 
 @jit(inline=True)
@@ -165,12 +165,12 @@ def mixture_grad_u_block(theta, params, out, scratch):
     The same stable form as the per-point gradient: each lane's exponents
     ``e_j = const_j + lin_j . x - half_prec_j |x|^2``, the same operations in the same order
     with each product fused into the sum it feeds (:func:`sgsim._vmath.fma`), less the lane's
-    largest one, so that the largest weight is 1. Where the per-point form
-    skips a component below ``exp(-40)`` of the largest by a branch, the block form gives a
-    component below ``exp(-80)`` the weight 0 by a select (both sides computed, so the loop
-    still vectorises): ``exp(-80)`` is 1.8e-35, nothing even where the larger terms cancel,
-    whereas ``exp(-40)`` shows there (1.5e-9 of the terms' size midway between two modes of
-    the 3x3 mixture). The exponential's argument is raised to -600 where it is further
+    largest one, so that the largest weight is 1. A component more than 40 below the largest
+    gets the weight 0, as in the per-point form, but by a select rather than a branch (both
+    sides computed, so the loop still vectorises): ``exp(-40)`` is 4.2e-18 of the largest
+    weight, below a rounding unit of their sum, and shows only where the larger terms cancel
+    (1.5e-9 of the terms' size midway between two modes of the 3x3 mixture). The
+    exponential's argument is raised to -600 where it is further
     down, which keeps the arithmetic free of subnormal numbers (they cost the processor
     about a hundred cycles an operation). The exponential is
     :func:`sgsim._vmath.exp`, written as branch-free arithmetic, so every loop over the lanes
@@ -218,7 +218,7 @@ def mixture_grad_u_block(theta, params, out, scratch):
                 e[lane] = fma(a, theta[i, lane], e[lane])
         for lane in range(n):
             t = e[lane] - best[lane]
-            w = _vexp(max(t, _FLOOR)) if t > _BLOCK_SKIP else 0.0
+            w = _vexp(max(t, _FLOOR)) if t > _SKIP else 0.0
             total[lane] += w
             e[lane] = w * h2
         for i in range(d):
@@ -283,7 +283,7 @@ def mixture_grad_u_block_2d(theta, params, out, scratch):
         h2 = 2.0 * h
         for lane in range(n):
             t = fma(a1, x1[lane], fma(a0, x0[lane], fma(-h, sq[lane], c0))) - best[lane]
-            w = _vexp(max(t, _FLOOR)) if t > _BLOCK_SKIP else 0.0
+            w = _vexp(max(t, _FLOOR)) if t > _SKIP else 0.0
             total[lane] += w
             c = w * h2
             g0[lane] = fma(c, x0[lane] - m0, g0[lane])
@@ -350,8 +350,10 @@ def mixture_lane_2d(x, params, out, ex):
     g1 = 0.0
     for j in range(n_comp):
         t = ex[j] - best
-        if t > _BLOCK_SKIP:
-            w = _vexp(max(t, _FLOOR))
+        if t > _SKIP:
+            # the largest component's weight is exp(0) = 1 exactly, as the exponential gives it:
+            # near a mode, where it is the only one above the skip, no exponential is computed
+            w = 1.0 if t == 0.0 else _vexp(t)
             total += w
             c = w * (2.0 * half_prec[j])
             g0 = fma(c, x0 - means[j, 0], g0)
