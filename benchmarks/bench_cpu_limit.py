@@ -216,8 +216,12 @@ def main(argv=None):
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--quick", action="store_true", help="small sizes, 2 rounds: a smoke test")
     parser.add_argument("--no-compile", action="store_true", help="skip the compile-time section")
+    parser.add_argument(
+        "--measure", choices=("loop", "end_to_end"), help="time only the sizes of this measure (default: all)"
+    )
     args = parser.parse_args(argv)
     sizes, reps = (QUICK_SIZES, 2) if args.quick else (SIZES, args.reps)
+    sizes = [s for s in sizes if args.measure in (None, s[2])]
     report: dict = {"rows": timing_section(sizes, reps, load_handtuned(args.handtuned))}
     if not args.no_compile:
         import tempfile

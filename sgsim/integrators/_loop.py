@@ -36,7 +36,8 @@ form (:func:`sgsim.targets._base.lane_form`: the shipped 2-D mixtures) run in :f
 with that form written into the step in place of the gradient call (``BLOCK``): one chain at a
 time, each with the bits the lane loop would give it, and none of the lanes' copies or the block
 gradient's call at every step (SGLD on the 25-Gaussian mixture, 2 chains on one thread: 104 -> 92 ns
-a chain-step).
+a chain-step; 74 since the one-point form skips the components the per-point form skips and takes
+the largest weight, 1, without an exponential).
 
 Interacting ensembles (``coupling = "interacting"``)::
 
