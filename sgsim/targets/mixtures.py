@@ -37,9 +37,10 @@ from ._base import Target, _ship_block, _ship_lane, factory
 
 # a component whose exponent lies more than 40 below the largest is skipped (weight 0): exp(-40) =
 # 4.2e-18 of the largest weight, which is 1, so below a rounding unit of the weights' sum. Every form
-# skips the same ones (the per-point form by a branch, the block form by a select, the GPU kernel's
-# too); only where the larger terms cancel do they show (1.5e-9 of the terms' size midway between
-# two modes of the 3x3 mixture, at distance 3 from a third)
+# skips at this point (the per-point form by a branch, the block form by a select, the GPU kernel
+# too; a component within rounding of it may fall on either side, as the forms round the exponents
+# differently); only where the larger terms cancel do the skipped ones show (1.5e-9 of the terms'
+# size midway between two modes of the 3x3 mixture, at distance 3 from a third)
 _SKIP = -40.0
 # the block form's floor on an exponent less the lane's largest: exp(-600) = 3e-261 changes no
 # sum (exp(-40) already does not), and it keeps every weight, and every product of one with a
